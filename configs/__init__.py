@@ -1,0 +1,1 @@
+"""ml_collections experiment configs: one `get_config()` per file."""

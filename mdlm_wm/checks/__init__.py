@@ -1,0 +1,1 @@
+"""State checks: the generic SCHEMA `checks` scorer and per-environment callbacks."""

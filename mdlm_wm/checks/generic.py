@@ -1,0 +1,44 @@
+"""The generic state checker: scores a predicted next state against SCHEMA `checks`.
+
+A field `key: value` is "stated" when the key is followed, after at most a few
+separator characters (quotes, colon, equals, spaces), by the value as a whole
+token, case-insensitively. This matches `location: kitchen`,
+`"status": 404` and `count=3`, so every environment renders its facts in
+one of those forms.
+"""
+
+from __future__ import annotations
+
+import re
+
+from mdlm_wm.data.schema import Checks
+
+_SEP = r"[\s\"':=]{1,4}"
+
+
+def states_field(text: str, key: str, value: str) -> bool:
+  """True if `text` states `key` with `value` (see module docstring)."""
+  pattern = (r"(?<![\w])" + re.escape(key) + _SEP + r"\"?" + re.escape(str(value))
+             + r"(?![\w.])")
+  return re.search(pattern, text, flags=re.IGNORECASE) is not None
+
+
+def check_results(checks: Checks, prediction: str) -> dict[str, bool]:
+  """One boolean per check: `include:X`, `exclude:X`, `field:K`."""
+  out: dict[str, bool] = {}
+  low = prediction.lower()
+  for s in checks.must_include:
+    out[f"include:{s}"] = s.lower() in low
+  for s in checks.must_exclude:
+    out[f"exclude:{s}"] = s.lower() not in low
+  for k, v in checks.fields.items():
+    out[f"field:{k}"] = states_field(prediction, k, v)
+  return out
+
+
+def check_score(checks: Checks, prediction: str) -> float:
+  """Fraction of checks that hold; 1.0 when there are none."""
+  results = check_results(checks, prediction)
+  if not results:
+    return 1.0
+  return sum(results.values()) / len(results)

@@ -1,0 +1,1 @@
+"""Trajectory data: schema, tokenizer, serializer and input pipeline."""

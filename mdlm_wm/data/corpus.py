@@ -1,0 +1,176 @@
+"""Builds a trajectory corpus from environments: splits, policy mix, tokenizer, stats.
+
+Seeds are disjoint across splits by construction: episode i of an
+environment uses world seed `seed * SEED_STRIDE + i`, with indices
+[0, n_train) for train, then valid, then test. Held-out environments put all
+their episodes in `heldout_env.jsonl` and none in the other splits. Output is
+a pure function of the configuration: the same config gives byte-identical
+files (no timestamps, fixed key order, single-threaded tokenizer training).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import random
+import time
+from collections.abc import Iterator, Mapping, Sequence
+
+from mdlm_wm.data import schema, stats as stats_lib
+from mdlm_wm.data.serialize import render_rules, render_tools
+from mdlm_wm.data.tokenizer import Tokenizer, train_tokenizer
+from mdlm_wm.envs import base
+from mdlm_wm.utils.progress import Progress
+
+SEED_STRIDE = 1_000_000
+SPLITS = ("train", "valid", "test")
+HELDOUT = "heldout_env"
+TOKENIZER_FILE = "tokenizer.model"
+
+
+@dataclasses.dataclass(frozen=True)
+class CorpusConfig:
+  envs: Sequence[str]
+  episodes_per_env: int
+  seed: int = 0
+  holdout_envs: Sequence[str] = ()
+  policy_mix: Mapping[str, float] = dataclasses.field(
+      default_factory=lambda: {"expert": 0.5, "noisy": 0.3, "random": 0.2})
+  noise: float = 0.3
+  valid_fraction: float = 0.1
+  test_fraction: float = 0.1
+  tokenizer_vocab: int = 4096  # 0: no tokenizer
+
+  @classmethod
+  def from_config(cls, cd) -> CorpusConfig:
+    """From an ml_collections `corpus` block (comma-separated env lists)."""
+    names = lambda s: [x.strip() for x in s.split(",") if x.strip()]
+    envs = base.env_names() if cd.envs == "all" else names(cd.envs)
+    holdout = names(cd.holdout_envs)
+    return cls(envs=list(dict.fromkeys(envs + holdout)), episodes_per_env=cd.episodes_per_env,
+               seed=cd.seed, holdout_envs=holdout, tokenizer_vocab=cd.tokenizer_vocab)
+
+  def validate(self) -> None:
+    known = base.env_names()
+    for name in list(self.envs) + list(self.holdout_envs):
+      if name not in known:
+        raise ValueError(f"unknown environment {name!r}; known: {', '.join(known)}")
+    if self.episodes_per_env < 1:
+      raise ValueError("episodes_per_env must be >= 1")
+    if self.episodes_per_env >= SEED_STRIDE:
+      raise ValueError(f"episodes_per_env must be < {SEED_STRIDE}")
+    bad = [p for p in self.policy_mix if p not in base.POLICIES]
+    if bad or not self.policy_mix or min(self.policy_mix.values()) < 0 or sum(
+        self.policy_mix.values()) <= 0:
+      raise ValueError(f"policy_mix must give non-negative weights to {base.POLICIES}, "
+                       f"got {dict(self.policy_mix)}")
+    if not 0 <= self.valid_fraction + self.test_fraction < 1:
+      raise ValueError("valid_fraction + test_fraction must be in [0, 1)")
+    if not 0 <= self.noise <= 1:
+      raise ValueError("noise must be in [0, 1]")
+    if self.holdout_envs and set(self.holdout_envs) >= set(self.envs):
+      raise ValueError("every environment is held out: nothing left to train on")
+
+
+def split_ranges(cfg: CorpusConfig) -> dict[str, tuple[int, int]]:
+  """Episode index ranges [start, stop) of each split."""
+  n = cfg.episodes_per_env
+  n_valid = round(n * cfg.valid_fraction)
+  n_test = round(n * cfg.test_fraction)
+  n_train = n - n_valid - n_test
+  return {"train": (0, n_train), "valid": (n_train, n_train + n_valid),
+          "test": (n_train + n_valid, n)}
+
+
+def _policy(cfg: CorpusConfig, env: str, index: int) -> str:
+  names = sorted(cfg.policy_mix)
+  rng = random.Random(f"policy/{cfg.seed}/{env}/{index}")
+  return rng.choices(names, weights=[cfg.policy_mix[p] for p in names])[0]
+
+
+def generate(cfg: CorpusConfig, env_name: str, start: int, stop: int,
+             progress: Progress | None = None) -> Iterator[schema.Episode]:
+  """Episodes [start, stop) of one environment (deterministic)."""
+  env = base.make(env_name)
+  for i in range(start, stop):
+    seed = cfg.seed * SEED_STRIDE + i
+    policy = _policy(cfg, env_name, i)
+    ep, _ = base.run_episode(env, seed, policy, noise=cfg.noise,
+                             episode_id=f"{env_name}/seed-{seed}/{policy}")
+    if progress:
+      progress.update()
+    yield ep
+
+
+def _texts(path: str) -> Iterator[str]:
+  """Unique texts of a corpus file, in first-seen order, for tokenizer training."""
+  seen = set()
+  for ep in schema.iter_episodes(path):
+    spec = ep.spec
+    candidates = [spec.initial_state, spec.task, render_tools(spec.tools),
+                  render_rules(spec.rules), spec.steer]
+    for s in ep.steps:
+      candidates += [s.state, s.action, s.next_state]
+    for t in candidates:
+      if t and t not in seen:
+        seen.add(t)
+        yield t
+
+
+def build_corpus(cfg: CorpusConfig, out_dir: str, *, verbose: bool = True) -> dict:
+  """Writes the split files, the tokenizer and stats.json; returns the stats."""
+  cfg.validate()
+  os.makedirs(out_dir, exist_ok=True)
+  ranges = split_ranges(cfg)
+  train_envs = [e for e in cfg.envs if e not in cfg.holdout_envs]
+  files = {split: [(e, *ranges[split]) for e in train_envs] for split in SPLITS}
+  if cfg.holdout_envs:
+    files[HELDOUT] = [(e, 0, cfg.episodes_per_env) for e in cfg.holdout_envs]
+  total = sum(stop - start for jobs in files.values() for _, start, stop in jobs)
+  progress = Progress("build_corpus", total, "episodes") if verbose else None
+  t0 = time.perf_counter()
+  for split, jobs in files.items():
+    episodes = (ep for env, start, stop in jobs
+                for ep in generate(cfg, env, start, stop, progress))
+    schema.write_episodes(os.path.join(out_dir, f"{split}.jsonl"), episodes)
+  gen_seconds = time.perf_counter() - t0
+  if progress:
+    progress.close()
+
+  tokenizer = None
+  if cfg.tokenizer_vocab:
+    tokenizer = train_tokenizer(_texts(os.path.join(out_dir, "train.jsonl")),
+                                cfg.tokenizer_vocab)
+    tokenizer.save(os.path.join(out_dir, TOKENIZER_FILE))
+
+  env_stats = {split: stats_lib.collect(
+      schema.iter_episodes(os.path.join(out_dir, f"{split}.jsonl")), tokenizer) for split in files}
+  per_split = {split: {env: s.summary(tokenizer is not None) for env, s in sorted(st.items())}
+               for split, st in env_stats.items()}
+  result = {
+      "config": {**dataclasses.asdict(cfg), "envs": list(cfg.envs),
+                 "holdout_envs": list(cfg.holdout_envs), "policy_mix": dict(cfg.policy_mix)},
+      "splits": {split: {"envs": [env for env, _, _ in jobs],
+                         "episode_index_range": list(jobs[0][1:]) if jobs else None,
+                         "world_seeds": ([cfg.seed * SEED_STRIDE + jobs[0][1],
+                                          cfg.seed * SEED_STRIDE + jobs[0][2]] if jobs else None)}
+                 for split, jobs in files.items()},
+      "stats": per_split,
+      "tokenizer": ({"file": TOKENIZER_FILE, "vocab_size": tokenizer.vocab_size}
+                    if tokenizer else None),
+  }
+  tmp = os.path.join(out_dir, "stats.json.tmp")
+  with open(tmp, "w", encoding="utf-8") as f:
+    json.dump(result, f, indent=2, sort_keys=True)
+    f.write("\n")
+  os.replace(tmp, os.path.join(out_dir, "stats.json"))
+  # Timing and live objects go to the caller, not into stats.json, which must
+  # be reproducible.
+  result["episodes_per_second"] = total / max(gen_seconds, 1e-9)
+  result["env_stats"] = env_stats
+  return result
+
+
+def load_tokenizer(out_dir: str) -> Tokenizer:
+  return Tokenizer.load(os.path.join(out_dir, TOKENIZER_FILE))

@@ -1,0 +1,205 @@
+"""The grain input pipeline: transitions -> packed, batched token rows.
+
+A row is `[context][target region]` where the target region is the next
+state, <eot>, and <eot> fill up to a multiple of `target_fill_multiple`
+tokens (capped at `max_target_len`; with the multiple equal to
+`max_target_len` every target region has the sampler's fixed canvas length,
+so the model learns to end a state with a run of <eot>). Rows are packed
+first-fit into `seq_len` bins, so a batch is not mostly padding; packed rows
+carry `segment_ids` (0 = padding) and per-segment `positions` that the model
+uses to keep attention inside each example.
+
+Deterministic and resumable: the order depends only on the seed, and the
+iterator's `get_state()` restores to the same next batch. Sharded per process:
+process p of P reads examples p, p+P, ... of the shuffled index.
+"""
+
+from __future__ import annotations
+
+import array
+import dataclasses
+import gzip
+import json
+import os
+import shutil
+import tempfile
+import threading
+from collections.abc import Sequence
+
+import grain
+import numpy as np
+
+from mdlm_wm.data import schema
+from mdlm_wm.data.serialize import Serializer, Transition, Truncation, transition_at
+from mdlm_wm.data.tokenizer import Tokenizer
+
+
+class TransitionSource:
+  """Random access to every transition of one or more JSONL files.
+
+  One streaming pass validates the files and records each line's byte offset
+  and step count; items are then read with a seek, so memory holds the index
+  (12 bytes per transition), never the corpus. A `.gz` file is decompressed
+  once to a temporary file because gzip cannot seek.
+  """
+
+  def __init__(self, paths: str | Sequence[str], history_len: int):
+    self.paths = [paths] if isinstance(paths, (str, os.PathLike)) else list(paths)
+    self.history_len = history_len
+    self._tmp = []
+    self._files = []
+    # array, not list: a list of Python ints costs ~10x the memory.
+    line_offsets, step_idx, file_idx = array.array("q"), array.array("i"), array.array("h")
+    for fi, path in enumerate(self.paths):
+      readable = self._seekable_copy(path)
+      self._files.append(readable)
+      for offset, ep in schema.iter_records(readable, name=str(path)):
+        line_offsets.extend([offset] * len(ep.steps))
+        step_idx.extend(range(len(ep.steps)))
+        file_idx.extend([fi] * len(ep.steps))
+    if not line_offsets:
+      raise schema.SchemaError([f"{', '.join(map(str, self.paths))}: no transitions"])
+    self._offsets = np.frombuffer(line_offsets, np.int64)
+    self._steps = np.frombuffer(step_idx, np.int32)
+    self._file = np.frombuffer(file_idx, np.int16)
+    self._local = threading.local()
+
+  def _seekable_copy(self, path: str) -> str:
+    if not str(path).endswith(".gz"):
+      return str(path)
+    fd, tmp = tempfile.mkstemp(suffix=".jsonl")
+    with os.fdopen(fd, "wb") as out, gzip.open(path, "rb") as src:
+      shutil.copyfileobj(src, out)
+    self._tmp.append(tmp)
+    return tmp
+
+  def __del__(self):
+    for tmp in getattr(self, "_tmp", []):
+      try:
+        os.remove(tmp)
+      except OSError:
+        pass
+
+  def __len__(self) -> int:
+    return len(self._offsets)
+
+  def __getitem__(self, i: int) -> Transition:
+    i = int(i)
+    ep = self._episode(int(self._file[i]), int(self._offsets[i]))
+    return transition_at(ep, int(self._steps[i]), self.history_len)
+
+  def _episode(self, fi: int, offset: int) -> schema.Episode:
+    # Consecutive indices usually hit the same episode; remember the last one
+    # per thread (grain reads from a thread pool).
+    cache = getattr(self._local, "cache", None)
+    if cache is not None and cache[0] == (fi, offset):
+      return cache[1]
+    with open(self._files[fi], "rb") as f:
+      f.seek(offset)
+      ep = schema.episode_from_dict(json.loads(f.readline()))
+    self._local.cache = ((fi, offset), ep)
+    return ep
+
+  def __getstate__(self):
+    state = self.__dict__.copy()
+    del state["_local"]
+    state["_tmp"] = []  # the copy does not own the temporary files
+    return state
+
+  def __setstate__(self, state):
+    self.__dict__.update(state)
+    self._local = threading.local()
+
+
+@dataclasses.dataclass(frozen=True)
+class PipelineConfig:
+  batch_size: int
+  seq_len: int
+  max_context_len: int
+  max_target_len: int
+  history_len: int = 2
+  target_fill_multiple: int = 16
+  seed: int = 0
+  num_epochs: int | None = None  # None: repeat forever
+  shuffle: bool = True
+  read_threads: int = 4
+
+  def validate(self) -> None:
+    if self.seq_len < self.max_context_len + self.max_target_len:
+      raise ValueError(
+          f"seq_len ({self.seq_len}) must be >= max_context_len + max_target_len "
+          f"({self.max_context_len} + {self.max_target_len}) so every example fits one row")
+    if self.target_fill_multiple < 1:
+      raise ValueError("target_fill_multiple must be >= 1")
+
+
+def target_region(target_ids: Sequence[int], eot_id: int, multiple: int, max_len: int) -> list[int]:
+  """The target ids filled with <eot> to a multiple of `multiple` (<= max_len)."""
+  n = min(max_len, -(-len(target_ids) // multiple) * multiple)
+  return list(target_ids) + [eot_id] * (n - len(target_ids))
+
+
+class _ToRow(grain.transforms.Map):
+  """Serializes a transition into the unpacked row features (thread-safe counts)."""
+
+  def __init__(self, serializer: Serializer, cfg: PipelineConfig):
+    self.serializer = serializer
+    self.cfg = cfg
+    self.truncation = Truncation()
+    self._lock = threading.Lock()
+
+  def map(self, tr: Transition) -> dict[str, np.ndarray]:
+    ser = self.serializer.serialize(tr)
+    with self._lock:
+      self.truncation.add(ser.truncation)
+    target = target_region(ser.target_ids, self.serializer.tok.eot_id,
+                           self.cfg.target_fill_multiple, self.cfg.max_target_len)
+    tokens = np.asarray(ser.context_ids + target, np.int32)
+    mask = np.zeros_like(tokens)
+    mask[len(ser.context_ids):] = 1
+    return {"tokens": tokens, "target_mask": mask}
+
+
+def make_dataset(paths: str | Sequence[str], tokenizer: Tokenizer, cfg: PipelineConfig, *,
+                 process_index: int = 0, process_count: int = 1,
+                 source: TransitionSource | None = None):
+  """Returns (grain IterDataset of packed batches, row transform with truncation counts).
+
+  Batches are dicts of int32 [batch_size, seq_len] arrays: `tokens`,
+  `target_mask` (1 on target-region positions), `segment_ids` (0 = padding)
+  and `positions`.
+  """
+  cfg.validate()
+  src = source or TransitionSource(paths, cfg.history_len)
+  serializer = Serializer(tokenizer, cfg.max_context_len, cfg.max_target_len, cfg.history_len)
+  to_row = _ToRow(serializer, cfg)
+  ds = grain.MapDataset.source(src)
+  if cfg.shuffle:
+    ds = ds.shuffle(seed=cfg.seed)
+  ds = ds[process_index::process_count]
+  if cfg.num_epochs != 1:
+    ds = ds.repeat(cfg.num_epochs)
+  ds = ds.map(to_row)
+  it = ds.to_iter_dataset(grain.ReadOptions(num_threads=cfg.read_threads, prefetch_buffer_size=64))
+  it = grain.experimental.FirstFitPackIterDataset(
+      it, length_struct={"tokens": cfg.seq_len, "target_mask": cfg.seq_len},
+      num_packing_bins=cfg.batch_size, shuffle_bins=False)
+  it = it.batch(cfg.batch_size, drop_remainder=True, batch_fn=_collate)
+  return it, to_row
+
+
+def _collate(rows: Sequence[dict[str, np.ndarray]]) -> dict[str, np.ndarray]:
+  stack = lambda k: np.stack([r[k] for r in rows]).astype(np.int32)
+  return {"tokens": stack("tokens"), "target_mask": stack("target_mask"),
+          "segment_ids": stack("tokens_segment_ids"), "positions": stack("tokens_positions")}
+
+
+def padding_fraction(batch: dict[str, np.ndarray]) -> float:
+  """Fraction of positions in a packed batch that hold no example."""
+  return float(np.mean(batch["segment_ids"] == 0))
+
+
+def fill_fraction(batch: dict[str, np.ndarray], eot_id: int) -> float:
+  """Fraction of target-region positions that are <eot> fill or <eot>."""
+  target = batch["target_mask"] == 1
+  return float(np.sum(target & (batch["tokens"] == eot_id)) / max(1, np.sum(target)))

@@ -1,0 +1,163 @@
+"""The environment protocol, the registry and the policies that drive episodes.
+
+Every environment, built-in or a real one behind an adapter, is an `Env`:
+`reset(seed)` builds a hidden world and returns the spec and first
+observation; `step(action)` advances it. Environments are deterministic given
+the seed and the actions: all randomness comes from `random.Random` objects
+seeded from the seed, never from global state or set/dict-of-hash ordering.
+"""
+
+from __future__ import annotations
+
+import abc
+import dataclasses
+import random
+from collections.abc import Callable
+from typing import Any, ClassVar
+
+from mdlm_wm.data.schema import Checks, Episode, Spec, Step
+
+POLICIES = ("expert", "noisy", "random")
+
+
+@dataclasses.dataclass(frozen=True)
+class StepResult:
+  next_state: str
+  reward: float
+  done: bool
+  # Facts about next_state derived from the hidden state, not from the text.
+  checks: Checks
+  # False when the action failed (unknown command, bad target, bad argument,
+  # error status): the corpus counts these as failed actions.
+  valid: bool
+  info: dict[str, Any] = dataclasses.field(default_factory=dict)
+
+
+class Env(abc.ABC):
+  """A deterministic text environment with hidden state."""
+
+  name: ClassVar[str]
+  # Episodes stop after this many steps even if the task is not solved.
+  max_steps: ClassVar[int] = 30
+  # Steering instructions this environment understands; each changes the
+  # dynamics in a way the checks can verify.
+  steers: ClassVar[tuple[str, ...]] = ()
+
+  @abc.abstractmethod
+  def reset(self, seed: int, steer: str | None = None) -> tuple[Spec, str]:
+    """Builds the world for `seed`; returns (spec, first observation).
+
+    `steer=None` lets the seed decide whether (and which) steer is active;
+    `""` forces none; any string from `steers` forces that one.
+    """
+
+  @abc.abstractmethod
+  def step(self, action: str) -> StepResult:
+    """Applies an action (free text or a tool call) to the hidden state."""
+
+  @abc.abstractmethod
+  def expert_action(self) -> str:
+    """The next action of a policy that solves the task from the current state."""
+
+  @abc.abstractmethod
+  def random_action(self, rng: random.Random) -> str:
+    """A plausible action drawn from the action space; it may fail."""
+
+  def invalid_action(self, rng: random.Random) -> str:
+    """An action that fails (bad target, bad argument); default: random."""
+    return self.random_action(rng)
+
+  @staticmethod
+  @abc.abstractmethod
+  def state_check(spec: Spec, step: Step, prediction: str) -> float:
+    """Scores a predicted next state in [0, 1] against the true one.
+
+    Parses the prediction into this environment's structured facts and
+    compares them with the facts recorded in `step.checks.fields` (the hidden
+    state), plus internal consistency (e.g. a total that must equal the sum
+    of listed items). The reference `step.next_state` scores 1.0.
+    """
+
+
+_REGISTRY: dict[str, type[Env]] = {}
+
+
+def register(cls: type[Env]) -> type[Env]:
+  if cls.name in _REGISTRY and _REGISTRY[cls.name] is not cls:
+    raise ValueError(f"environment {cls.name!r} registered twice")
+  _REGISTRY[cls.name] = cls
+  return cls
+
+
+def env_names() -> list[str]:
+  _import_builtins()
+  return sorted(_REGISTRY)
+
+
+def make(name: str) -> Env:
+  _import_builtins()
+  if name not in _REGISTRY:
+    raise KeyError(f"unknown environment {name!r}; known: {', '.join(sorted(_REGISTRY))}")
+  return _REGISTRY[name]()
+
+
+def state_check_fn(name: str) -> Callable[[Spec, Step, str], float]:
+  """The registered state-check callback of environment `name`."""
+  _import_builtins()
+  if name not in _REGISTRY:
+    raise KeyError(f"unknown environment {name!r}")
+  return _REGISTRY[name].state_check
+
+
+def _import_builtins() -> None:
+  # Imported lazily so that `base` has no import cycle with the modules that
+  # register themselves here.
+  from mdlm_wm.envs import builtin  # noqa: F401
+
+
+def choose_action(env: Env, policy: str, rng: random.Random, noise: float) -> str:
+  """One action of `policy`: expert, noisy (expert with `noise` bad moves) or random."""
+  if policy == "expert":
+    return env.expert_action()
+  if policy == "noisy":
+    if rng.random() < noise:
+      return env.invalid_action(rng) if rng.random() < 0.5 else env.random_action(rng)
+    return env.expert_action()
+  if policy == "random":
+    return env.random_action(rng)
+  raise ValueError(f"unknown policy {policy!r}; expected one of {POLICIES}")
+
+
+@dataclasses.dataclass(frozen=True)
+class EpisodeStats:
+  failed_actions: int
+  success: bool
+
+
+def run_episode(env: Env, seed: int, policy: str, *, noise: float = 0.3,
+                steer: str | None = None, max_steps: int | None = None,
+                episode_id: str | None = None) -> tuple[Episode, EpisodeStats]:
+  """Plays one episode and returns it in the SCHEMA form, with counts."""
+  spec, state = env.reset(seed, steer=steer)
+  # The policy's own stream: decoupled from the world's so that the same seed
+  # gives the same world under every policy.
+  rng = random.Random(f"{env.name}/{seed}/{policy}")
+  steps = []
+  failed = 0
+  success = False
+  for _ in range(max_steps or env.max_steps):
+    action = choose_action(env, policy, rng, noise)
+    res = env.step(action)
+    failed += not res.valid
+    steps.append(Step(state=state, action=action, next_state=res.next_state,
+                      reward=float(res.reward), done=bool(res.done), checks=res.checks))
+    state = res.next_state
+    if res.done:
+      success = bool(res.info.get("success", res.reward > 0))
+      break
+  ep = Episode(
+      id=episode_id or f"{env.name}/seed-{seed}/{policy}",
+      env=env.name, spec=spec, steps=tuple(steps),
+      meta={"policy": policy, "seed": seed, "success": success,
+            "failed_actions": failed})
+  return ep, EpisodeStats(failed, success)

@@ -1,0 +1,38 @@
+"""mdlm-wm: masked diffusion language models as steerable text world models."""
+
+import setuptools
+
+# Lower bounds are the versions the test suite was run with (Python 3.11,
+# CPU); nothing is pinned exactly.
+INSTALL_REQUIRES = [
+    "jax>=0.10.2",
+    "flax>=0.12.8",
+    "optax>=0.2.8",
+    "orbax-checkpoint>=0.12.8",
+    "grain>=0.2.18",
+    "sentencepiece>=0.2.0",
+    "ml-collections>=1.1.0",
+    "absl-py>=2.1.0",
+    "numpy>=1.26",
+]
+
+EXTRAS = {
+    "test": ["pytest>=8.0"],
+    # Real environments (adapters land with the real-environment issue).
+    "envs": ["textworld", "textworld-express", "scienceworld", "alfworld"],
+    # Metric libraries for the evaluation suite.
+    "eval": ["sacrebleu", "rouge-score", "mauve-text", "scikit-learn", "matplotlib"],
+}
+
+setuptools.setup(
+    name="mdlm-wm",
+    version="0.1.0",
+    description="Masked diffusion language models as steerable text world models for agentic RL",
+    long_description=open("README.md", encoding="utf-8").read(),
+    long_description_content_type="text/markdown",
+    packages=setuptools.find_packages(include=["mdlm_wm", "mdlm_wm.*", "launch", "launch.*",
+                                               "configs", "configs.*"]),
+    python_requires=">=3.11",
+    install_requires=INSTALL_REQUIRES,
+    extras_require=EXTRAS,
+)

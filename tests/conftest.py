@@ -1,0 +1,39 @@
+"""Shared fixtures: hand-made episodes in the SCHEMA shape."""
+
+import json
+
+import pytest
+
+
+def episode_dict(i: int = 0, n_steps: int = 2, env: str = "toy") -> dict:
+  steps = [{"state": f"room {k}", "action": f"go north {k}",
+            "next_state": f"You are in room {k + 1}. A key lies here.\n[location: room {k + 1}]",
+            "reward": float(k == n_steps - 1), "done": k == n_steps - 1,
+            "checks": {"must_include": ["key"], "fields": {"location": f"room {k + 1}"}}}
+           for k in range(n_steps)]
+  return {"id": f"{env}/{i}", "env": env,
+          "spec": {"initial_state": "room 0", "task": "Find the key.",
+                   "tools": [{"name": "go", "description": "Move.",
+                              "parameters": {"type": "object",
+                                             "properties": {"dir": {"type": "string"}},
+                                             "required": ["dir"]}}],
+                   "rules": ["Rooms connect north."], "steer": ""},
+          "steps": steps, "meta": {"policy": "expert", "success": True}}
+
+
+@pytest.fixture
+def write_jsonl(tmp_path):
+  """Writes lines (dicts are JSON-encoded, str/bytes written as is) to a file."""
+
+  def write(lines, name="data.jsonl"):
+    path = tmp_path / name
+    with open(path, "wb") as f:
+      for line in lines:
+        if isinstance(line, dict):
+          line = json.dumps(line) + "\n"
+        if isinstance(line, str):
+          line = line.encode("utf-8")
+        f.write(line)
+    return str(path)
+
+  return write

@@ -1,0 +1,131 @@
+import pytest
+
+from mdlm_wm.data import schema
+from mdlm_wm.data.serialize import Serializer, Transition, transitions
+from mdlm_wm.data.tokenizer import SPECIAL_TOKENS, Tokenizer, train_tokenizer
+from tests.conftest import episode_dict
+
+TEXTS = ["You are in the kitchen. A fridge (closed), a table, an apple.",
+         '{"status": 200, "items": [{"id": "P104", "qty": 2}], "count": 1, "total": 25.0}',
+         "[location: kitchen | holding: nothing | visible: 3]", "open(target=\"fridge\")",
+         "ls: cannot access 'tmp': No such file or directory"] * 20
+
+
+@pytest.fixture(scope="module")
+def tok() -> Tokenizer:
+  return train_tokenizer(TEXTS, 400)
+
+
+def test_special_ids_are_fixed_and_reserved(tok):
+  assert tok.pad_id == 0
+  assert tok.mask_id == 2 and tok.eot_id == 3
+  assert len(set(tok.marker_ids.values())) == 9
+  for s in SPECIAL_TOKENS:
+    assert len(tok.encode(s)) == 1
+
+
+@pytest.mark.parametrize("text", [
+    "  two  spaces\n\nand newlines\ttab", "unicode: é 漢字 🙂 (byte fallback)",
+    TEXTS[1], "", "trailing space "])
+def test_decode_inverts_encode_exactly(tok, text):
+  assert tok.decode(tok.encode(text)) == text
+
+
+def test_tokenizer_saves_and_loads(tok, tmp_path):
+  path = tmp_path / "t.model"
+  tok.save(path)
+  again = Tokenizer.load(path)
+  assert again.encode(TEXTS[0]) == tok.encode(TEXTS[0]) and again.eot_id == tok.eot_id
+
+
+def test_training_is_deterministic():
+  assert train_tokenizer(TEXTS, 400).model_proto == train_tokenizer(TEXTS, 400).model_proto
+
+
+def test_a_foreign_model_is_rejected(tmp_path):
+  import io
+  import sentencepiece as spm
+  buf = io.BytesIO()
+  spm.SentencePieceTrainer.train(sentence_iterator=iter(TEXTS), model_writer=buf,
+                                 vocab_size=100, minloglevel=2, hard_vocab_limit=False)
+  with pytest.raises(ValueError, match="reserved tokens"):
+    Tokenizer(buf.getvalue())
+
+
+def _transition(history=2, s0="You are in the kitchen.", rules=("Rooms connect north.",)):
+  ep = schema.episode_from_dict(episode_dict(n_steps=history + 1))
+  spec = ep.spec.__class__(s0, ep.spec.task, ep.spec.tools, tuple(rules), "be terse")
+  return transitions(ep.__class__(ep.id, ep.env, spec, ep.steps), history_len=history)[-1]
+
+
+def test_layout_markers_in_order_and_round_trip(tok):
+  ser = Serializer(tok, max_context_len=512, max_target_len=64, history_len=2)
+  tr = _transition()
+  out = ser.serialize(tr)
+  m = tok.marker_ids
+  positions = [out.context_ids.index(m[k]) for k in
+               ("s0", "task", "tools", "rules", "steer", "history")]
+  assert positions == sorted(positions) and out.context_ids[0] == m["s0"]
+  assert out.context_ids[-1] == m["target"]
+  # Two history pairs, then the current state: three <state> markers.
+  assert out.context_ids.count(m["state"]) == 3
+  assert out.target_ids[-1] == tok.eot_id
+  assert tok.decode_target(out.target_ids) == tr.next_state
+  assert tok.decode(out.context_ids).endswith(tr.state + tr.action)
+  assert not any(out.truncation.as_dict().values())
+
+
+def test_steer_override_drops_the_steer(tok):
+  ser = Serializer(tok, 512, 64)
+  tr = _transition()
+  full, dropped = ser.serialize(tr), ser.serialize(tr, steer="")
+  assert len(full.context_ids) - len(dropped.context_ids) == len(tok.encode("be terse"))
+
+
+def test_oldest_history_is_dropped_first(tok):
+  tr = _transition(history=3)
+  full = Serializer(tok, 10_000, 64, history_len=3).serialize(tr)
+  pair = lambda k: 2 + len(tok.encode(tr.history[k][0])) + len(tok.encode(tr.history[k][1]))
+  limit = len(full.context_ids) - pair(0)
+  out = Serializer(tok, limit, 64, history_len=3).serialize(tr)
+  assert out.truncation.history_pairs_dropped == 1 and out.truncation.context_cut == 1
+  assert len(out.context_ids) <= limit
+  decoded = tok.decode(out.context_ids)
+  assert tr.history[0][1] not in decoded and tr.history[1][1] in decoded
+
+
+def test_then_the_longest_spec_segment_is_cut(tok):
+  tr = _transition(history=0, rules=["A closed container hides its contents. " * 30])
+  ser = Serializer(tok, 10_000, 64, history_len=0)
+  full = ser.serialize(tr)
+  out = Serializer(tok, len(full.context_ids) - 50, 64, history_len=0).serialize(tr)
+  assert out.truncation.rules_tokens_cut == 50
+  assert out.truncation.s0_tokens_cut == 0 and out.truncation.tools_tokens_cut == 0
+  assert len(out.context_ids) == len(full.context_ids) - 50
+
+
+def test_state_head_is_cut_last_and_task_never(tok):
+  tr = _transition(history=0)
+  ser = Serializer(tok, 10_000, 64, history_len=0)
+  full = ser.serialize(tr)
+  keep = 9 + len(tok.encode(tr.spec.task)) + len(tok.encode(tr.spec.steer)) + len(
+      tok.encode(tr.action))
+  out = Serializer(tok, keep + 1, 64, history_len=0).serialize(tr)
+  assert len(out.context_ids) == keep + 1
+  assert out.truncation.state_tokens_cut == len(tok.encode(tr.state)) - 1
+  assert tr.spec.task in tok.decode(out.context_ids)
+  with pytest.raises(ValueError, match="max_context_len"):
+    Serializer(tok, keep - 1, 64, history_len=0).serialize(tr)
+  assert len(full.context_ids) > keep
+
+
+def test_long_target_is_cut_and_counted(tok):
+  tr = Transition(_transition().spec, (), "s", "a", "You are in the kitchen. " * 20)
+  out = Serializer(tok, 512, 16).serialize(tr)
+  assert len(out.target_ids) == 16 and tok.eot_id not in out.target_ids
+  assert out.truncation.target_cut == 1 and out.truncation.target_tokens_cut > 0
+
+
+def test_too_small_vocabulary_is_a_clear_error():
+  with pytest.raises(ValueError, match="byte-fallback"):
+    train_tokenizer(TEXTS, 50)
