@@ -6,7 +6,7 @@ import pytest
 
 
 def episode_dict(i: int = 0, n_steps: int = 2, env: str = "toy") -> dict:
-  steps = [{"state": f"room {k}", "action": f"go north {k}",
+  steps = [{"state": f"house {i} room {k}", "action": f"go north {k}",
             "next_state": f"You are in room {k + 1}. A key lies here.\n[location: room {k + 1}]",
             "reward": float(k == n_steps - 1), "done": k == n_steps - 1,
             "checks": {"must_include": ["key"], "fields": {"location": f"room {k + 1}"}}}

@@ -123,6 +123,9 @@ class PipelineConfig:
   num_epochs: int | None = None  # None: repeat forever
   shuffle: bool = True
   read_threads: int = 4
+  # First-fit packing over this many rows at once (a multiple of batch_size
+  # is best); more bins, less padding.
+  packing_bins: int = 0  # 0: 4 x batch_size
 
   def validate(self) -> None:
     if self.seq_len < self.max_context_len + self.max_target_len:
@@ -183,7 +186,7 @@ def make_dataset(paths: str | Sequence[str], tokenizer: Tokenizer, cfg: Pipeline
   it = ds.to_iter_dataset(grain.ReadOptions(num_threads=cfg.read_threads, prefetch_buffer_size=64))
   it = grain.experimental.FirstFitPackIterDataset(
       it, length_struct={"tokens": cfg.seq_len, "target_mask": cfg.seq_len},
-      num_packing_bins=cfg.batch_size, shuffle_bins=False)
+      num_packing_bins=cfg.packing_bins or 4 * cfg.batch_size, shuffle_bins=False)
   it = it.batch(cfg.batch_size, drop_remainder=True, batch_fn=_collate)
   return it, to_row
 
