@@ -9,7 +9,7 @@ Writes train/valid/test.jsonl (disjoint world seeds), heldout_env.jsonl (when
 
 from absl import app, flags
 
-from mdlm_wm.data import corpus, stats as stats_lib
+from mdlm_wm.data import corpus
 from mdlm_wm.envs import base
 
 FLAGS = flags.FLAGS
@@ -39,16 +39,6 @@ def config_from_flags() -> corpus.CorpusConfig:
       test_fraction=FLAGS.test_fraction, tokenizer_vocab=FLAGS.tokenizer_vocab)
 
 
-def print_summary(result: dict) -> None:
-  with_tokens = result["tokenizer"] is not None
-  for split, per_env in result["env_stats"].items():
-    print(f"\n== {split} ==")
-    print(stats_lib.format_table(per_env, with_tokens))
-  if with_tokens:
-    print(f"\ntokenizer: {result['tokenizer']['vocab_size']} pieces")
-  print(f"generation speed: {result['episodes_per_second']:.1f} episodes/s")
-
-
 def main(argv):
   if len(argv) > 1:
     raise app.UsageError(f"unexpected arguments: {argv[1:]}")
@@ -58,7 +48,7 @@ def main(argv):
   except ValueError as e:
     raise app.UsageError(str(e)) from None
   result = corpus.build_corpus(cfg, FLAGS.out_dir)
-  print_summary(result)
+  print(corpus.format_summary(result))
   print(f"wrote {FLAGS.out_dir}")
 
 

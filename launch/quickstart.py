@@ -13,7 +13,6 @@ import os
 from absl import app, flags
 from ml_collections import config_flags
 
-from launch.build_corpus import print_summary
 from mdlm_wm.data import corpus
 
 FLAGS = flags.FLAGS
@@ -33,7 +32,7 @@ def main(argv):
     raise app.UsageError(f"--config.corpus: {e}") from None
   out_dir = os.path.join(FLAGS.workdir, "data")
   result = corpus.build_corpus(cfg, out_dir)
-  print_summary(result)
+  print(corpus.format_summary(result))
   print(f"\ncorpus, tokenizer and stats.json in {out_dir}")
 
 

@@ -3,8 +3,16 @@
 A field `key: value` is "stated" when the key is followed, after at most a few
 separator characters (quotes, colon, equals, spaces), by the value as a whole
 token, case-insensitively. This matches `location: kitchen`,
-`"status": 404` and `count=3`, so every environment renders its facts in
-one of those forms.
+`"status": 404`, `count=3` and `state: hot.` (a sentence-ending period), so
+every environment renders its facts in one of those forms. "Whole token":
+the value may not run on into a word character, a `/` or a `.` followed by
+either, so `3` does not match `3.5`, `/home` does not match `/home/user` and
+`1` does not match `1/3`.
+
+Values are matched as text: a value containing `"` will not match inside JSON,
+which escapes it; and `must_include` / `must_exclude` are case-insensitive
+substring tests (as SCHEMA.md defines them), so short names can hide inside
+longer words ("pen" in "open").
 """
 
 from __future__ import annotations
@@ -19,7 +27,7 @@ _SEP = r"[\s\"':=]{1,4}"
 def states_field(text: str, key: str, value: str) -> bool:
   """True if `text` states `key` with `value` (see module docstring)."""
   pattern = (r"(?<![\w])" + re.escape(key) + _SEP + r"\"?" + re.escape(str(value))
-             + r"(?![\w.])")
+             + r"(?![\w/]|\.[\w/])")
   return re.search(pattern, text, flags=re.IGNORECASE) is not None
 
 

@@ -67,6 +67,9 @@ class CorpusConfig:
                        f"got {dict(self.policy_mix)}")
     if not 0 <= self.valid_fraction + self.test_fraction < 1:
       raise ValueError("valid_fraction + test_fraction must be in [0, 1)")
+    needed = 1 + bool(self.valid_fraction) + bool(self.test_fraction)
+    if self.episodes_per_env < needed:
+      raise ValueError(f"episodes_per_env must be >= {needed} so no split is empty")
     if not 0 <= self.noise <= 1:
       raise ValueError("noise must be in [0, 1]")
     if self.holdout_envs and set(self.holdout_envs) >= set(self.envs):
@@ -76,8 +79,9 @@ class CorpusConfig:
 def split_ranges(cfg: CorpusConfig) -> dict[str, tuple[int, int]]:
   """Episode index ranges [start, stop) of each split."""
   n = cfg.episodes_per_env
-  n_valid = round(n * cfg.valid_fraction)
-  n_test = round(n * cfg.test_fraction)
+  # A split asked for is never empty: its file would not be a valid corpus.
+  n_valid = max(1, round(n * cfg.valid_fraction)) if cfg.valid_fraction else 0
+  n_test = max(1, round(n * cfg.test_fraction)) if cfg.test_fraction else 0
   n_train = n - n_valid - n_test
   return {"train": (0, n_train), "valid": (n_train, n_train + n_valid),
           "test": (n_train + n_valid, n)}
@@ -124,7 +128,8 @@ def build_corpus(cfg: CorpusConfig, out_dir: str, *, verbose: bool = True) -> di
   os.makedirs(out_dir, exist_ok=True)
   ranges = split_ranges(cfg)
   train_envs = [e for e in cfg.envs if e not in cfg.holdout_envs]
-  files = {split: [(e, *ranges[split]) for e in train_envs] for split in SPLITS}
+  files = {split: [(e, *ranges[split]) for e in train_envs] for split in SPLITS
+           if ranges[split][1] > ranges[split][0]}
   if cfg.holdout_envs:
     files[HELDOUT] = [(e, 0, cfg.episodes_per_env) for e in cfg.holdout_envs]
   total = sum(stop - start for jobs in files.values() for _, start, stop in jobs)
@@ -170,6 +175,18 @@ def build_corpus(cfg: CorpusConfig, out_dir: str, *, verbose: bool = True) -> di
   result["episodes_per_second"] = total / max(gen_seconds, 1e-9)
   result["env_stats"] = env_stats
   return result
+
+
+def format_summary(result: dict) -> str:
+  """Per-split statistics tables, tokenizer size and generation speed."""
+  with_tokens = result["tokenizer"] is not None
+  parts = []
+  for split, per_env in result["env_stats"].items():
+    parts += [f"== {split} ==", stats_lib.format_table(per_env, with_tokens), ""]
+  if with_tokens:
+    parts.append(f"tokenizer: {result['tokenizer']['vocab_size']} pieces")
+  parts.append(f"generation speed: {result['episodes_per_second']:.1f} episodes/s")
+  return "\n".join(parts)
 
 
 def load_tokenizer(out_dir: str) -> Tokenizer:

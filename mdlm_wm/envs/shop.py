@@ -280,10 +280,12 @@ class ShopEnv(Env):
     kind = rng.choice(("buy", "buy", "cancel", "replace"))
     if kind == "cancel":
       return self._make_cancel_task(rng)
+    oid = ""
     if kind == "replace":
       oid = rng.choice(sorted(self._w.orders))
-      pid = next(iter(self._w.orders[oid].lines))
-      needs = ((self._w.products[pid].kind, self._w.orders[oid].lines[pid]),)
+      pid, units = next(iter(self._w.orders[oid].lines.items()))
+      about = self._w.products[pid]
+      needs = ((about.kind, units),)
     else:
       kinds = rng.sample(sorted({p.kind for p in self._w.products.values()}), rng.randint(1, 2))
       needs = tuple(sorted((k, rng.randint(1, 3)) for k in kinds))
@@ -297,10 +299,9 @@ class ShopEnv(Env):
     if kind == "buy":
       text = f"Buy {want} for the customer in one order, {terms}."
     else:
-      name = self._w.products[pid].name
-      text = (f"The customer asks about order {oid} (the {name}). Report its current status "
-              f"with report_status, then order {want} as a replacement, {terms}.")
-    return _Task(kind, text, needs, budget, payment, order_id=oid if kind == "replace" else "")
+      text = (f"The customer asks about order {oid} (the {about.name}). Report its current "
+              f"status with report_status, then order {want} as a replacement, {terms}.")
+    return _Task(kind, text, needs, budget, payment, order_id=oid)
 
   def _make_cancel_task(self, rng: random.Random) -> _Task:
     pending = [o for o in self._w.orders.values() if o.status == "pending"]
@@ -340,8 +341,8 @@ class ShopEnv(Env):
     return math.ceil(cost * (1 + rng.uniform(0.0, 0.15)) / 100) * 100
 
   def _force_out_of_stock(self, rng: random.Random) -> None:
-    needed = {k for k, _ in self._task.needs}
-    cheapest = {self._kind_by_price(k)[0].id for k in needed}
+    needed = [k for k, _ in self._task.needs]
+    cheapest = [self._kind_by_price(k)[0].id for k in needed]
     others = [p for p in self._w.products.values() if p.kind not in needed]
     emptied = [p for p in others if rng.random() < 0.35] or others[:1]
     for p in self._w.products.values():
@@ -618,7 +619,8 @@ class ShopEnv(Env):
         lambda: format_tool_call("get_order", {"order_id": f"O0{rng.randint(100, 999)}"}),
         lambda: format_tool_call("add_to_cart", {"product_id": pid,
                                                  "quantity": rng.choice(("two", "1", 1.5))}),
-        lambda: format_tool_call("add_to_cart", {"product_id": pid, "quantity": rng.randint(-2, 0)}),
+        lambda: format_tool_call("add_to_cart", {"product_id": pid,
+                                                 "quantity": rng.randint(-2, 0)}),
         lambda: format_tool_call("add_to_cart", {"product_id": pid}),
         lambda: format_tool_call("checkout", {"payment_method": rng.choice(("bitcoin", "cash"))}),
         lambda: format_tool_call("cancel_order", {"order_id": rng.choice(sorted(w.orders)),
@@ -640,38 +642,33 @@ class ShopEnv(Env):
     the generic checker cannot do (counts and totals against the listed lines)."""
     try:
       obj = json.loads(prediction)
-    except (ValueError, TypeError):
+    except (ValueError, TypeError, RecursionError):
       obj = None
     if not isinstance(obj, dict):
       obj = {}
     low = prediction.lower() if isinstance(prediction, str) else ""
     results = [bool(obj), list(obj)[-len(TAIL):] == list(TAIL)]
-    results += [k in obj and _fact_or_none(obj[k]) == v for k, v in step.checks.fields.items()]
+    results += [k in obj and _fact(obj[k]) == v for k, v in step.checks.fields.items()]
     results += [s.lower() in low for s in step.checks.must_include]
-    results += [s.lower() not in low for s in step.checks.must_exclude]
+    # One sub-check for all exclusions: garbage trivially lacks every id, and
+    # should not score for it line by line.
+    results.append(all(s.lower() not in low for s in step.checks.must_exclude))
     results += _consistency(obj)
     return sum(results) / len(results)
 
 
-def _fact_or_none(value: Any) -> str | None:
-  try:
-    return _fact(value)
-  except (TypeError, ValueError):
-    return None
-
-
-def _line_sum(items: Any, unit: str) -> float | None:
+def _line_sum(items: Any) -> float | None:
   """Sum of price * qty over listed lines; None when the lines are malformed."""
   try:
-    return sum(float(it["price"]) * int(it[unit]) for it in items)
-  except (TypeError, ValueError, KeyError):
+    return sum(float(it["price"]) * int(it["qty"]) for it in items)
+  except (TypeError, ValueError, KeyError, OverflowError):
     return None
 
 
 def _close(a: Any, b: Any) -> bool:
   try:
     return abs(float(a) - float(b)) < 0.01
-  except (TypeError, ValueError):
+  except (TypeError, ValueError, OverflowError):
     return False
 
 
@@ -683,14 +680,22 @@ def _consistency(obj: dict) -> list[bool]:
   if not isinstance(items, list):
     return []
   if "order_id" in obj:
-    subtotal = _line_sum(items, "qty")
-    return [obj.get("count") == len(items), subtotal is not None and _close(subtotal, obj.get("subtotal")),
+    subtotal = _line_sum(items)
+    return [obj.get("count") == len(items),
+            subtotal is not None and _close(subtotal, obj.get("subtotal")),
             _close(_num(obj.get("subtotal")) - _num(obj.get("discount")), obj.get("total"))]
   if "count" in obj:  # search results
     return [obj["count"] == len(items)]
-  total = _line_sum(items, "qty")
-  return [obj.get("cart_count") == len(items), total is not None and _close(total, obj.get("cart_total"))]
+  total = _line_sum(items)
+  return [obj.get("cart_count") == len(items),
+          total is not None and _close(total, obj.get("cart_total"))]
 
 
 def _num(value: Any) -> float:
-  return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else math.nan
+  """A JSON number as float; NaN (never close to anything) for anything else."""
+  if isinstance(value, bool) or not isinstance(value, (int, float)):
+    return math.nan
+  try:
+    return float(value)
+  except OverflowError:
+    return math.nan

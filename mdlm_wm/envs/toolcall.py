@@ -34,7 +34,8 @@ def parse_tool_call(text: str) -> tuple[str, dict[str, Any]]:
   """Parses `name({...})`; `name()` means no arguments. Raises ToolCallError."""
   m = _CALL.match(text)
   if not m:
-    raise ToolCallError("not a tool call; expected name({\"arg\": value})")
+    # No double quotes in messages: JSON responses would escape them.
+    raise ToolCallError("not a tool call; expected name({...}) with JSON object arguments")
   name, body = m.group(1), m.group(2).strip()
   if not body:
     return name, {}
@@ -42,6 +43,8 @@ def parse_tool_call(text: str) -> tuple[str, dict[str, Any]]:
     args = json.loads(body)
   except json.JSONDecodeError as e:
     raise ToolCallError(f"arguments are not valid JSON ({e.msg})") from None
+  except RecursionError:
+    raise ToolCallError("arguments are nested too deeply") from None
   if not isinstance(args, dict):
     raise ToolCallError("arguments must be a JSON object")
   return name, args

@@ -1,0 +1,1 @@
+"""The autoregressive baseline: next-token loss and the KV-cache decoder."""

@@ -1,0 +1,1 @@
+"""Masked diffusion: noise schedules, the MDLM objective and the denoising sampler."""
