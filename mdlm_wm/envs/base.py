@@ -18,6 +18,8 @@ from typing import Any, ClassVar
 from mdlm_wm.data.schema import Checks, Episode, Spec, Step
 
 POLICIES = ("expert", "noisy", "random")
+# Fraction of seeds that get a steering instruction when none is forced.
+STEERED_FRACTION = 0.35
 
 
 @dataclasses.dataclass(frozen=True)
@@ -50,6 +52,16 @@ class Env(abc.ABC):
     `steer=None` lets the seed decide whether (and which) steer is active;
     `""` forces none; any string from `steers` forces that one.
     """
+
+  def resolve_steer(self, seed: int, steer: str | None) -> str:
+    """The steer `reset` should use: the seed picks one for ~35% of seeds when
+    `steer` is None; otherwise `steer` itself, which must be "" or known."""
+    if steer is None:
+      pick = random.Random(f"{self.name}/{seed}/steer")
+      return pick.choice(self.steers) if pick.random() < STEERED_FRACTION else ""
+    if steer and steer not in self.steers:
+      raise ValueError(f"unknown steer {steer!r} for {self.name}; known: {list(self.steers)}")
+    return steer
 
   @abc.abstractmethod
   def step(self, action: str) -> StepResult:

@@ -206,11 +206,7 @@ class CalendarAppsEnv(Env):
   # ------------------------------------------------------------------ reset
 
   def reset(self, seed: int, steer: str | None = None) -> tuple[Spec, str]:
-    if steer is None:
-      srng = random.Random(f"{self.name}/{seed}/steer")
-      steer = srng.choice(STEERS) if srng.random() < 0.35 else ""
-    if steer and steer not in STEERS:
-      raise ValueError(f"unknown steer {steer!r}")
+    steer = self.resolve_steer(seed, steer)
     # The world does not depend on the steer, so that the same seed with and
     # without a steer differs only in the steer's effect.
     rng = random.Random(f"{self.name}/{seed}")

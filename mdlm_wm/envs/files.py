@@ -438,11 +438,7 @@ class FilesEnv(Env):
   steers = (READONLY, TRASH_BIN, QUOTA)
 
   def reset(self, seed: int, steer: str | None = None) -> tuple[Spec, str]:
-    if steer is None:
-      pick = random.Random(f"{self.name}/{seed}/steer")
-      steer = pick.choice(self.steers) if pick.random() < 0.35 else ""
-    if steer and steer not in self.steers:
-      raise ValueError(f"unknown steer {steer!r}")
+    steer = self.resolve_steer(seed, steer)
     self._steer = steer
     rng = random.Random(f"{self.name}/{seed}")
     self._fs = _FileSystem()

@@ -406,11 +406,7 @@ class HouseholdEnv(Env):
   steers = (STICKY, BROKEN, DARK)
 
   def reset(self, seed: int, steer: str | None = None) -> tuple[Spec, str]:
-    if steer is None:
-      pick = random.Random(f"household/{seed}/steer")
-      steer = pick.choice(self.steers) if pick.random() < 0.35 else ""
-    if steer and steer not in self.steers:
-      raise ValueError(f"unknown steer {steer!r}")
+    steer = self.resolve_steer(seed, steer)
     self._w = _build_world(seed, steer)
     first = _render(self._w, "")
     spec = Spec(initial_state=first,

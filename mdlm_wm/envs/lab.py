@@ -169,11 +169,7 @@ class LabEnv(Env):
   # ------------------------------------------------------------------ reset
 
   def reset(self, seed: int, steer: str | None = None) -> tuple[Spec, str]:
-    if steer is None:
-      srng = random.Random(f"{self.name}/{seed}/steer")
-      steer = srng.choice(self.steers) if srng.random() < 0.35 else ""
-    if steer and steer not in self.steers:
-      raise ValueError(f"unknown steer {steer!r}")
+    steer = self.resolve_steer(seed, steer)
     # The world comes from its own stream so a seed builds the same lab under every steer.
     rng = random.Random(f"{self.name}/{seed}")
     self._w = _build_world(rng, steer)

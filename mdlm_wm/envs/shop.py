@@ -206,7 +206,7 @@ class ShopEnv(Env):
 
   def reset(self, seed: int, steer: str | None = None) -> tuple[Spec, str]:
     rng = random.Random(f"{self.name}/{seed}")
-    self._steer = self._pick_steer(seed, steer)
+    self._steer = self.resolve_steer(seed, steer)
     products = self._make_products(rng)
     orders = self._make_orders(rng, products)
     cart = self._make_cart(rng, products)
@@ -234,13 +234,6 @@ class ShopEnv(Env):
                 steer=self._steer)
     return spec, obs
 
-  def _pick_steer(self, seed: int, steer: str | None) -> str:
-    if steer is None:
-      rng = random.Random(f"{self.name}/{seed}/steer")
-      return rng.choice(self.steers) if rng.random() < 0.35 else ""
-    if steer and steer not in self.steers:
-      raise ValueError(f"unknown steer {steer!r} for {self.name}")
-    return steer
 
   @staticmethod
   def _make_products(rng: random.Random) -> dict[str, _Product]:
