@@ -17,7 +17,7 @@ def episode_dict(i: int = 0, n_steps: int = 2, env: str = "toy") -> dict:
                               "parameters": {"type": "object",
                                              "properties": {"dir": {"type": "string"}},
                                              "required": ["dir"]}}],
-                   "rules": ["Rooms connect north."], "steer": ""},
+                   "rules": ["Rooms connect north."], "steer": "be terse" if i % 2 else ""},
           "steps": steps, "meta": {"policy": "expert", "success": True}}
 
 

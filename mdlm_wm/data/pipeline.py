@@ -160,7 +160,12 @@ class _ToRow(grain.transforms.Map):
     tokens = np.asarray(ser.context_ids + target, np.int32)
     mask = np.zeros_like(tokens)
     mask[len(ser.context_ids):] = 1
-    return {"tokens": tokens, "target_mask": mask}
+    # The steer's content tokens, so training can drop z (classifier-free
+    # guidance) by hiding them from attention.
+    markers = self.serializer.tok.marker_ids
+    steer = np.zeros_like(tokens)
+    steer[ser.context_ids.index(markers["steer"]) + 1:ser.context_ids.index(markers["history"])] = 1
+    return {"tokens": tokens, "target_mask": mask, "steer_mask": steer}
 
 
 def make_dataset(paths: str | Sequence[str], tokenizer: Tokenizer, cfg: PipelineConfig, *,
@@ -169,8 +174,8 @@ def make_dataset(paths: str | Sequence[str], tokenizer: Tokenizer, cfg: Pipeline
   """Returns (grain IterDataset of packed batches, row transform with truncation counts).
 
   Batches are dicts of int32 [batch_size, seq_len] arrays: `tokens`,
-  `target_mask` (1 on target-region positions), `segment_ids` (0 = padding)
-  and `positions`.
+  `target_mask` (1 on target-region positions), `steer_mask` (1 on the
+  steer's content tokens), `segment_ids` (0 = padding) and `positions`.
   """
   cfg.validate()
   src = source or TransitionSource(paths, cfg.history_len)
@@ -185,7 +190,7 @@ def make_dataset(paths: str | Sequence[str], tokenizer: Tokenizer, cfg: Pipeline
   ds = ds.map(to_row)
   it = ds.to_iter_dataset(grain.ReadOptions(num_threads=cfg.read_threads, prefetch_buffer_size=64))
   it = grain.experimental.FirstFitPackIterDataset(
-      it, length_struct={"tokens": cfg.seq_len, "target_mask": cfg.seq_len},
+      it, length_struct={k: cfg.seq_len for k in ("tokens", "target_mask", "steer_mask")},
       num_packing_bins=cfg.packing_bins or 4 * cfg.batch_size, shuffle_bins=False)
   it = it.batch(cfg.batch_size, drop_remainder=True, batch_fn=_collate)
   return it, to_row
@@ -194,7 +199,8 @@ def make_dataset(paths: str | Sequence[str], tokenizer: Tokenizer, cfg: Pipeline
 def _collate(rows: Sequence[dict[str, np.ndarray]]) -> dict[str, np.ndarray]:
   stack = lambda k: np.stack([r[k] for r in rows]).astype(np.int32)
   return {"tokens": stack("tokens"), "target_mask": stack("target_mask"),
-          "segment_ids": stack("tokens_segment_ids"), "positions": stack("tokens_positions")}
+          "steer_mask": stack("steer_mask"), "segment_ids": stack("tokens_segment_ids"),
+          "positions": stack("tokens_positions")}
 
 
 def padding_fraction(batch: dict[str, np.ndarray]) -> float:

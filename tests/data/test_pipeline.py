@@ -38,7 +38,7 @@ def batches(corpus, tok, n, cfg=CFG, **kw):
 
 def test_batch_layout(corpus, tok):
   (b,) = batches(corpus, tok, 1)
-  assert set(b) == {"tokens", "target_mask", "segment_ids", "positions"}
+  assert set(b) == {"tokens", "target_mask", "steer_mask", "segment_ids", "positions"}
   for v in b.values():
     assert v.shape == (4, 512) and v.dtype == np.int32
   seg = b["segment_ids"]
@@ -52,6 +52,13 @@ def test_batch_layout(corpus, tok):
   target = b["target_mask"] == 1
   assert np.any(b["tokens"][target] == tok.eot_id)
   assert not np.any(np.isin(b["tokens"][target], list(tok.marker_ids.values())))
+  # The steer span sits right after its marker, inside the context.
+  steer = b["steer_mask"] == 1
+  assert steer.any() and not (steer & target).any()
+  after_marker = np.roll(b["tokens"] == tok.marker_ids["steer"], 1, axis=1)
+  nonempty = after_marker & (b["tokens"] != tok.marker_ids["history"])
+  assert nonempty.any() and np.all(steer[nonempty])
+  assert np.all(b["tokens"][steer] != tok.marker_ids["history"])
 
 
 def test_packing_keeps_padding_low(corpus, tok):

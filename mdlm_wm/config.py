@@ -1,0 +1,178 @@
+"""The experiment config: shared defaults, validation in one place, typed views.
+
+Every `configs/*.py` file starts from `base_config()` and overrides what its
+experiment changes; `validate(cfg)` is the single place that rejects bad
+values (with the config key in the message), and the `*_config(cfg, ...)`
+functions turn the ConfigDict into the typed, frozen configs the library
+uses.
+"""
+
+from __future__ import annotations
+
+import ml_collections
+
+from mdlm_wm.data.pipeline import PipelineConfig
+from mdlm_wm.diffusion.schedule import SCHEDULES
+from mdlm_wm.model.sharding import DEFAULT_RULES
+from mdlm_wm.model.transformer import ATTENTION_MODES, ModelConfig
+from mdlm_wm.train.objectives import OBJECTIVES, ObjectiveConfig
+
+
+def base_config() -> ml_collections.ConfigDict:
+  c = ml_collections.ConfigDict()
+  c.objective = "mdlm"  # mdlm | ar
+  c.seed = 0
+
+  c.corpus = ml_collections.ConfigDict()  # used by launch.quickstart
+  c.corpus.envs = "all"
+  c.corpus.episodes_per_env = 60
+  c.corpus.seed = 0
+  c.corpus.holdout_envs = ""
+  c.corpus.tokenizer_vocab = 4096
+
+  c.data = ml_collections.ConfigDict()
+  c.data.train = ""  # comma-separated JSONL files
+  c.data.valid = ""
+  c.data.tokenizer = ""  # a tokenizer.model file
+  c.data.batch_size = 8
+  c.data.seq_len = 1024
+  c.data.max_context_len = 768
+  c.data.max_target_len = 256
+  c.data.history_len = 1
+  c.data.target_fill_multiple = 256  # = max_target_len: the sampler's fixed canvas
+  c.data.read_threads = 2
+
+  c.model = ml_collections.ConfigDict()
+  c.model.d_model = 128
+  c.model.n_layers = 2
+  c.model.n_heads = 4
+  c.model.n_kv_heads = 2
+  c.model.d_ff = 384
+  c.model.attention = "auto"  # auto: bidirectional for mdlm, causal for ar; or prefix
+  c.model.tie_embeddings = True
+  c.model.dtype = "float32"
+  c.model.remat = False
+
+  c.diffusion = ml_collections.ConfigDict()
+  c.diffusion.schedule = "loglinear"
+  c.diffusion.joint_mask_rate = 0.1
+  c.diffusion.steer_drop_rate = 0.1
+
+  c.optim = ml_collections.ConfigDict()
+  c.optim.lr = 3e-3
+  c.optim.warmup_steps = 50
+  c.optim.min_lr_ratio = 0.1
+  c.optim.weight_decay = 0.01
+  c.optim.b1 = 0.9
+  c.optim.b2 = 0.98
+  c.optim.clip_norm = 1.0
+
+  c.train = ml_collections.ConfigDict()
+  c.train.steps = 500
+  c.train.log_every = 10
+  c.train.eval_every = 100
+  c.train.eval_batches = 4
+  c.train.checkpoint_every = 100
+  c.train.keep_checkpoints = 2
+  c.train.nan_policy = "stop"  # stop | skip
+  c.train.tensorboard = True
+
+  c.mesh = ml_collections.ConfigDict()
+  c.mesh.shape = (-1, 1, 1)  # (data, fsdp, tensor); -1 takes the remaining devices
+  c.mesh.rules = tuple(DEFAULT_RULES)
+
+  c.sample = ml_collections.ConfigDict()
+  c.sample.steps = 32
+  c.sample.temperature = 1.0
+  c.sample.top_p = 1.0
+  c.sample.confidence = "top1"
+  c.sample.block_size = 0
+  c.sample.cfg_scale = 0.0
+  c.sample.use_prefix_cache = False
+  c.sample.num_samples = 4
+  return c
+
+
+def attention_mode(cfg) -> str:
+  if cfg.model.attention != "auto":
+    return cfg.model.attention
+  return "causal" if cfg.objective == "ar" else "bidirectional"
+
+
+def _check(ok: bool, key: str, msg: str) -> None:
+  if not ok:
+    raise ValueError(f"config.{key}: {msg}")
+
+
+def validate(cfg) -> None:
+  """Raises ValueError naming the first bad key."""
+  _check(cfg.objective in OBJECTIVES, "objective", f"must be one of {OBJECTIVES}")
+  mode = attention_mode(cfg)
+  _check(mode in ATTENTION_MODES, "model.attention", f"must be auto or one of {ATTENTION_MODES}")
+  _check(cfg.objective != "ar" or mode == "causal", "model.attention",
+         "the AR objective needs causal attention")
+  _check(cfg.objective != "mdlm" or mode != "causal", "model.attention",
+         "the MDLM objective needs bidirectional or prefix attention")
+  d = cfg.data
+  for key in ("batch_size", "seq_len", "max_context_len", "max_target_len",
+              "target_fill_multiple", "read_threads"):
+    _check(d[key] >= 1, f"data.{key}", "must be >= 1")
+  _check(d.history_len >= 0, "data.history_len", "must be >= 0")
+  _check(d.seq_len >= d.max_context_len + d.max_target_len, "data.seq_len",
+         f"must be >= max_context_len + max_target_len ({d.max_context_len + d.max_target_len})")
+  _check(d.max_target_len >= 2, "data.max_target_len", "must be >= 2")
+  m = cfg.model
+  _check(m.d_model % m.n_heads == 0, "model.d_model", "must be divisible by model.n_heads")
+  _check(m.n_heads % m.n_kv_heads == 0, "model.n_heads", "must be a multiple of n_kv_heads")
+  _check((m.d_model // m.n_heads) % 2 == 0, "model.d_model", "head_dim must be even (RoPE)")
+  _check(m.dtype in ("float32", "bfloat16"), "model.dtype", "must be float32 or bfloat16")
+  _check(cfg.diffusion.schedule in SCHEDULES, "diffusion.schedule", f"must be one of {SCHEDULES}")
+  for key in ("joint_mask_rate", "steer_drop_rate"):
+    _check(0 <= cfg.diffusion[key] < 1, f"diffusion.{key}", "must be in [0, 1)")
+  o = cfg.optim
+  _check(o.lr > 0, "optim.lr", "must be > 0")
+  _check(0 <= o.min_lr_ratio <= 1, "optim.min_lr_ratio", "must be in [0, 1]")
+  _check(o.clip_norm >= 0, "optim.clip_norm", "must be >= 0 (0: off)")
+  t = cfg.train
+  _check(t.steps >= 1, "train.steps", "must be >= 1")
+  _check(0 <= o.warmup_steps < t.steps, "optim.warmup_steps", "must be in [0, train.steps)")
+  for key in ("log_every", "eval_every", "checkpoint_every", "keep_checkpoints"):
+    _check(t[key] >= 1, f"train.{key}", "must be >= 1")
+  _check(t.eval_batches >= 0, "train.eval_batches", "must be >= 0")
+  _check(t.nan_policy in ("stop", "skip"), "train.nan_policy", "must be stop or skip")
+  _check(len(cfg.mesh.shape) == 3, "mesh.shape", "must have 3 entries (data, fsdp, tensor)")
+  s = cfg.sample
+  _check(s.steps >= 1, "sample.steps", "must be >= 1")
+  _check(s.temperature >= 0, "sample.temperature", "must be >= 0")
+  _check(0 < s.top_p <= 1, "sample.top_p", "must be in (0, 1]")
+  _check(s.num_samples >= 1, "sample.num_samples", "must be >= 1")
+
+
+def model_config(cfg, vocab_size: int) -> ModelConfig:
+  m = cfg.model
+  return ModelConfig(vocab_size=vocab_size, d_model=m.d_model, n_layers=m.n_layers,
+                     n_heads=m.n_heads, n_kv_heads=m.n_kv_heads, d_ff=m.d_ff,
+                     attention=attention_mode(cfg), tie_embeddings=m.tie_embeddings,
+                     dtype=m.dtype, remat=m.remat)
+
+
+def pipeline_config(cfg, *, batch_size: int | None = None, seed_offset: int = 0,
+                    num_epochs: int | None = None, shuffle: bool = True) -> PipelineConfig:
+  d = cfg.data
+  return PipelineConfig(batch_size=batch_size or d.batch_size, seq_len=d.seq_len,
+                        max_context_len=d.max_context_len, max_target_len=d.max_target_len,
+                        history_len=d.history_len, target_fill_multiple=d.target_fill_multiple,
+                        seed=cfg.seed + seed_offset, num_epochs=num_epochs, shuffle=shuffle,
+                        read_threads=d.read_threads)
+
+
+def objective_config(cfg, tokenizer) -> ObjectiveConfig:
+  specials = tuple(sorted({tokenizer.pad_id, tokenizer.mask_id, *tokenizer.marker_ids.values()}))
+  return ObjectiveConfig(objective=cfg.objective, mask_id=tokenizer.mask_id,
+                         special_ids=specials, schedule=cfg.diffusion.schedule,
+                         joint_mask_rate=cfg.diffusion.joint_mask_rate,
+                         steer_drop_rate=cfg.diffusion.steer_drop_rate)
+
+
+def split_paths(paths: str) -> list[str]:
+  return [p.strip() for p in paths.split(",") if p.strip()]

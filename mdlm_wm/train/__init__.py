@@ -1,0 +1,1 @@
+"""Training: objectives on packed batches, the sharded loop, checkpoints, metrics."""

@@ -1,0 +1,81 @@
+"""Metric sinks: WORKDIR/metrics.jsonl, TensorBoard event files, a terminal line."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import sys
+import time
+
+
+class MetricsWriter:
+  """Appends one JSON object per logged step; mirrors scalars to TensorBoard.
+
+  On resume, lines for steps after the restored step are dropped first, so
+  the file describes exactly one run history with no duplicated steps.
+  """
+
+  def __init__(self, workdir: str, resume_step: int | None = None, tensorboard: bool = True):
+    self.path = os.path.join(workdir, "metrics.jsonl")
+    os.makedirs(workdir, exist_ok=True)
+    if resume_step is not None and os.path.exists(self.path):
+      self._truncate_after(resume_step)
+    elif resume_step is None and os.path.exists(self.path):
+      os.remove(self.path)  # a fresh run in a workdir without checkpoints
+    self._f = open(self.path, "a", encoding="utf-8")
+    self._tb = None
+    if tensorboard:
+      from tensorboardX import SummaryWriter  # pylint: disable=import-outside-toplevel
+      self._tb = SummaryWriter(os.path.join(workdir, "tensorboard"))
+
+  def _truncate_after(self, step: int) -> None:
+    keep = []
+    with open(self.path, encoding="utf-8") as f:
+      for line in f:
+        try:
+          if json.loads(line).get("step", 0) <= step:
+            keep.append(line)
+        except json.JSONDecodeError:
+          break  # a line cut by a crash ends the usable history
+    tmp = self.path + ".tmp"
+    with open(tmp, "w", encoding="utf-8") as f:
+      f.writelines(keep)
+    os.replace(tmp, self.path)
+
+  def write(self, step: int, metrics: dict) -> None:
+    row = {"step": int(step)}
+    for k, v in metrics.items():
+      v = float(v) if not isinstance(v, str) else v
+      row[k] = v if isinstance(v, str) or math.isfinite(v) else str(v)
+      if self._tb is not None and not isinstance(v, str):
+        self._tb.add_scalar(k, v, step)
+    self._f.write(json.dumps(row) + "\n")
+    self._f.flush()
+
+  def close(self) -> None:
+    self._f.close()
+    if self._tb is not None:
+      self._tb.close()
+
+
+class StepProgress:
+  """`step N/T loss .. tok/s .. eta ..` on stderr, at most once per `interval` s."""
+
+  def __init__(self, total: int, start: int = 0, interval: float = 2.0, stream=None):
+    self.total, self.start_step, self.interval = total, start, interval
+    self.stream = stream or sys.stderr
+    self.t0 = self._last = time.perf_counter()
+
+  def update(self, step: int, metrics: dict, force: bool = False) -> None:
+    now = time.perf_counter()
+    if not force and now - self._last < self.interval:
+      return
+    self._last = now
+    done = step - self.start_step
+    rate = done / max(now - self.t0, 1e-9)
+    eta = (self.total - step) / rate if rate > 0 else float("inf")
+    shown = " ".join(f"{k} {v:.4g}" for k, v in metrics.items()
+                     if k in ("loss", "valid_loss", "tokens_per_sec"))
+    self.stream.write(f"step {step}/{self.total} {shown} eta {eta:.0f}s\n")
+    self.stream.flush()

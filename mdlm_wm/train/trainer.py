@@ -1,0 +1,293 @@
+"""The training loop: one linear function, in the order a reader expects.
+
+mesh -> tokenizer and data -> model and optimizer (sharded at creation) ->
+jitted step with in/out shardings and donated state -> restore if the workdir
+has a checkpoint -> loop (metrics fetched one step late so the host never
+waits on the device; checkpoints on an interval and on SIGTERM).
+
+Randomness is stateless: step s uses fold_in(key(seed), s), so a resumed run
+draws exactly the numbers the uninterrupted run would have drawn, and the
+checkpoint needs no RNG beyond the seed in its meta.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import signal
+import time
+from collections.abc import Callable
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+from absl import logging
+from flax import nnx
+
+from mdlm_wm import config as config_lib
+from mdlm_wm.data import pipeline
+from mdlm_wm.data.tokenizer import Tokenizer
+from mdlm_wm.model import sharding
+from mdlm_wm.model.transformer import ModelConfig, Transformer
+from mdlm_wm.train import objectives
+from mdlm_wm.train.checkpoint import Checkpointer
+from mdlm_wm.train.metrics import MetricsWriter, StepProgress
+
+
+@dataclasses.dataclass
+class TrainResult:
+  step: int
+  loss: float
+  valid_loss: float | None
+  tokens_per_sec: float
+  preempted: bool = False
+
+
+def make_optimizer(cfg) -> tuple[optax.GradientTransformation, Callable]:
+  """AdamW with linear warmup then cosine decay to min_lr_ratio * lr."""
+  o, steps = cfg.optim, cfg.train.steps
+  lr = optax.warmup_cosine_decay_schedule(
+      init_value=0.0, peak_value=o.lr, warmup_steps=o.warmup_steps,
+      decay_steps=steps, end_value=o.lr * o.min_lr_ratio)
+  parts = [optax.clip_by_global_norm(o.clip_norm)] if o.clip_norm > 0 else []
+  parts.append(optax.adamw(lr, b1=o.b1, b2=o.b2, weight_decay=o.weight_decay))
+  return optax.chain(*parts), lr
+
+
+def create_model(model_cfg: ModelConfig, mesh, rules, seed: int):
+  """Builds the model with its params sharded on `mesh`; returns (graphdef, params)."""
+  with jax.set_mesh(mesh):
+    model = Transformer(model_cfg, rngs=nnx.Rngs(seed), rules=rules)
+  graphdef, state = nnx.split(model)
+  # Plain nested dicts of arrays: what optax and orbax handle best.
+  return graphdef, nnx.to_pure_dict(state)
+
+
+def init_train_state(params, tx):
+  opt_state = jax.jit(tx.init)(params)  # sharded like the params (GSPMD)
+  return {"params": params, "opt_state": opt_state, "step": jnp.zeros((), jnp.int32)}
+
+
+def make_train_step(graphdef, obj_cfg: objectives.ObjectiveConfig, tx):
+  """state, batch, rng -> state, metrics.
+
+  A non-finite loss or gradient never reaches the params: the step keeps the
+  old state and reports `finite: False`; the host then stops or skips
+  (config.train.nan_policy).
+  """
+
+  def step_fn(state, batch, rng):
+    def loss_of(params):
+      model = nnx.merge(graphdef, params)
+      return objectives.loss_fn(model, batch, rng, obj_cfg, train=True)
+
+    (loss, metrics), grads = jax.value_and_grad(loss_of, has_aux=True)(state["params"])
+    updates, opt_state = tx.update(grads, state["opt_state"], state["params"])
+    params = optax.apply_updates(state["params"], updates)
+    grad_norm = optax.global_norm(grads)
+    ok = jnp.isfinite(loss) & jnp.isfinite(grad_norm)
+    keep = lambda new, old: jax.tree.map(lambda n, o: jnp.where(ok, n, o), new, old)
+    new_state = {"params": keep(params, state["params"]),
+                 "opt_state": keep(opt_state, state["opt_state"]),
+                 "step": state["step"] + ok.astype(jnp.int32)}
+    return new_state, {**metrics, "grad_norm": grad_norm, "finite": ok}
+
+  return step_fn
+
+
+def make_eval_step(graphdef, obj_cfg):
+
+  def eval_fn(params, batch, rng):
+    model = nnx.merge(graphdef, params)
+    _, metrics = objectives.loss_fn(model, batch, rng, obj_cfg, train=False)
+    return metrics
+
+  return eval_fn
+
+
+class _Preemption:
+  """Turns SIGTERM into a flag the loop checks between steps."""
+
+  def __init__(self):
+    self.requested = False
+    self._previous = None
+
+  def __enter__(self):
+    try:
+      self._previous = signal.signal(signal.SIGTERM, self._handle)
+    except ValueError:  # not the main thread (e.g. a notebook worker): no handler
+      self._previous = None
+    return self
+
+  def _handle(self, signum, frame):
+    del signum, frame
+    self.requested = True
+
+  def __exit__(self, *exc):
+    if self._previous is not None:
+      signal.signal(signal.SIGTERM, self._previous)
+
+
+def _global_batch(local: dict[str, np.ndarray], batch_sharding) -> dict[str, jax.Array]:
+  return {k: jax.make_array_from_process_local_data(batch_sharding, v) for k, v in local.items()}
+
+
+def _tokens_in(batch: dict[str, np.ndarray]) -> int:
+  return int(np.sum(batch["segment_ids"] > 0))
+
+
+def train(cfg, workdir: str, *, max_steps: int | None = None) -> TrainResult:
+  """Trains (or resumes) the model of `cfg` in `workdir`.
+
+  `max_steps` stops early after that many steps of this call (tests use it to
+  simulate an interrupted run); the schedule still follows cfg.train.steps.
+  """
+  config_lib.validate(cfg)
+  # --- mesh
+  mesh = sharding.make_mesh(cfg.mesh.shape)
+  rules = sharding.rules_dict(cfg.mesh.rules)
+  n_batch_shards = mesh.shape["data"] * mesh.shape["fsdp"]
+  if cfg.data.batch_size % n_batch_shards:
+    raise ValueError(f"config.data.batch_size ({cfg.data.batch_size}) must be divisible by "
+                     f"data x fsdp = {n_batch_shards}")
+  batch_sh = sharding.batch_sharding(mesh)
+  repl = sharding.replicated(mesh)
+
+  # --- tokenizer and data
+  if not cfg.data.tokenizer:
+    raise ValueError("config.data.tokenizer: give a tokenizer.model (build_corpus writes one)")
+  tokenizer = Tokenizer.load(cfg.data.tokenizer)
+  pcount, pindex = jax.process_count(), jax.process_index()
+  local_batch = cfg.data.batch_size // pcount
+  train_ds, rows = pipeline.make_dataset(
+      config_lib.split_paths(cfg.data.train), tokenizer,
+      config_lib.pipeline_config(cfg, batch_size=local_batch), process_index=pindex,
+      process_count=pcount)
+  train_iter = iter(train_ds)
+  valid_batches = []
+  if cfg.data.valid and cfg.train.eval_batches:
+    valid_ds, _ = pipeline.make_dataset(
+        config_lib.split_paths(cfg.data.valid), tokenizer,
+        config_lib.pipeline_config(cfg, batch_size=local_batch, shuffle=False),
+        process_index=pindex, process_count=pcount)
+    valid_it = iter(valid_ds)
+    valid_batches = [next(valid_it) for _ in range(cfg.train.eval_batches)]
+
+  # --- model, optimizer, state
+  model_cfg = config_lib.model_config(cfg, tokenizer.vocab_size)
+  graphdef, params = create_model(model_cfg, mesh, rules, cfg.seed)
+  tx, lr_schedule = make_optimizer(cfg)
+  with jax.set_mesh(mesh):
+    state = init_train_state(params, tx)
+  state_sh = jax.tree.map(lambda x: x.sharding, state)
+  logging.info("model: %s params, %.3g train FLOPs/token at seq_len %d, attention %s",
+               f"{model_cfg.num_params():,}", model_cfg.flops_per_token(cfg.data.seq_len),
+               cfg.data.seq_len, model_cfg.attention)
+  print(f"model: {model_cfg.num_params():,} params | "
+        f"{model_cfg.flops_per_token(cfg.data.seq_len):.3g} train FLOPs/token | "
+        f"{cfg.objective} ({model_cfg.attention} attention) | mesh {dict(mesh.shape)}", flush=True)
+
+  # --- steps
+  obj_cfg = config_lib.objective_config(cfg, tokenizer)
+  train_step = jax.jit(make_train_step(graphdef, obj_cfg, tx),
+                       in_shardings=(state_sh, batch_sh, repl), out_shardings=(state_sh, repl),
+                       donate_argnums=(0,))
+  eval_step = jax.jit(make_eval_step(graphdef, obj_cfg),
+                      in_shardings=(state_sh["params"], batch_sh, repl), out_shardings=repl)
+  base_key = jax.random.key(cfg.seed)
+  eval_key = jax.random.key(cfg.seed + 1)
+
+  # --- checkpoint: resume if there is one
+  ckpt = Checkpointer(f"{workdir}/checkpoints", cfg.train.checkpoint_every,
+                      cfg.train.keep_checkpoints)
+  meta = {"config": cfg.to_dict(), "model": dataclasses.asdict(model_cfg),
+          "tokenizer": cfg.data.tokenizer, "seed": cfg.seed}
+  start = ckpt.latest_step()
+  if start is not None:
+    abstract = jax.tree.map(lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=x.sharding),
+                            state)
+    state, saved_meta = ckpt.restore(start, abstract, train_iter)
+    if saved_meta.get("model") != meta["model"]:
+      raise ValueError(f"{workdir} holds a checkpoint of a different model: "
+                       f"{saved_meta.get('model')} vs {meta['model']}")
+    print(f"resumed from step {start}", flush=True)
+  start = start or 0
+  writer = MetricsWriter(workdir, resume_step=start if start else None,
+                         tensorboard=cfg.train.tensorboard)
+
+  def evaluate() -> float | None:
+    if not valid_batches:
+      return None
+    losses = [float(eval_step(state["params"], _global_batch(b, batch_sh),
+                              jax.random.fold_in(eval_key, i))["loss"])
+              for i, b in enumerate(valid_batches)]
+    return float(np.mean(losses))
+
+  # --- loop
+  total = cfg.train.steps
+  stop_at = min(total, start + max_steps) if max_steps is not None else total
+  progress = StepProgress(total, start)
+  pending = None  # (step, device metrics): fetched one step late
+  last_log_time, tokens_since_log = time.perf_counter(), 0
+  last = {"loss": math.nan}
+  valid_loss = None
+  tokens_per_sec = 0.0
+  preempted = False
+
+  def flush(p) -> None:
+    nonlocal last, last_log_time, tokens_since_log, tokens_per_sec
+    step, dev_metrics = p
+    m = {k: float(v) for k, v in jax.device_get(dev_metrics).items()}
+    if not m.pop("finite"):
+      if cfg.train.nan_policy == "stop":
+        raise FloatingPointError(
+            f"non-finite loss or gradient at step {step} (loss {m['loss']}); the update was "
+            f"not applied; the last checkpoint is step {ckpt.latest_step()} in "
+            f"{ckpt.directory}. Lower config.optim.lr or set config.train.nan_policy=skip.")
+      logging.warning("step %d: non-finite loss; update skipped", step)
+      m["skipped"] = 1.0
+    last = m
+    if step % cfg.train.log_every == 0 or step == stop_at:
+      now = time.perf_counter()
+      tokens_per_sec = tokens_since_log / max(now - last_log_time, 1e-9)
+      last_log_time, tokens_since_log = now, 0
+      m.update(tokens_per_sec=tokens_per_sec, learning_rate=float(lr_schedule(step - 1)))
+      writer.write(step, m)
+      progress.update(step, m)
+
+  with _Preemption() as preemption:
+    for step in range(start + 1, stop_at + 1):
+      local = next(train_iter)
+      batch = _global_batch(local, batch_sh)
+      state, dev_metrics = train_step(state, batch, jax.random.fold_in(base_key, step))
+      tokens_since_log += _tokens_in(local) * pcount
+      if pending is not None:
+        flush(pending)
+      pending = (step, dev_metrics)
+      if step % cfg.train.eval_every == 0 or step == stop_at:
+        flush(pending)
+        pending = None
+        valid_loss = evaluate()
+        if valid_loss is not None:
+          writer.write(step, {"valid_loss": valid_loss})
+          progress.update(step, {"loss": last["loss"], "valid_loss": valid_loss}, force=True)
+      if ckpt.should_save(step) or preemption.requested or step == stop_at:
+        if pending is not None:
+          flush(pending)  # never checkpoint a state whose step has not been checked
+          pending = None
+        ckpt.save(step, state, train_iter, meta, force=True)
+      if preemption.requested:
+        print(f"SIGTERM: saved a checkpoint at step {step}; exiting", flush=True)
+        preempted = True
+        break
+  if pending is not None:
+    flush(pending)
+  ckpt.close()
+  writer.close()
+  trunc = rows.truncation.as_dict()
+  if any(trunc.values()):
+    print(f"truncation (examples read in this run): {trunc}", flush=True)
+  return TrainResult(step=step if stop_at > start else start, loss=last["loss"],
+                     valid_loss=valid_loss,
+                     tokens_per_sec=tokens_per_sec, preempted=preempted)
