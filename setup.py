@@ -14,6 +14,7 @@ INSTALL_REQUIRES = [
     "ml-collections>=1.1.0",
     "absl-py>=2.1.0",
     "numpy>=1.26",
+    "tensorboardX>=2.6",
 ]
 
 EXTRAS = {

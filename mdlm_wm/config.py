@@ -79,6 +79,7 @@ def base_config() -> ml_collections.ConfigDict:
 
   c.mesh = ml_collections.ConfigDict()
   c.mesh.shape = (-1, 1, 1)  # (data, fsdp, tensor); -1 takes the remaining devices
+  c.mesh.num_devices = 0  # 0: every device; n: the first n (e.g. 1 for a baseline)
   c.mesh.rules = tuple(DEFAULT_RULES)
 
   c.sample = ml_collections.ConfigDict()
@@ -141,6 +142,7 @@ def validate(cfg) -> None:
   _check(t.eval_batches >= 0, "train.eval_batches", "must be >= 0")
   _check(t.nan_policy in ("stop", "skip"), "train.nan_policy", "must be stop or skip")
   _check(len(cfg.mesh.shape) == 3, "mesh.shape", "must have 3 entries (data, fsdp, tensor)")
+  _check(cfg.mesh.num_devices >= 0, "mesh.num_devices", "must be >= 0")
   s = cfg.sample
   _check(s.steps >= 1, "sample.steps", "must be >= 1")
   _check(s.temperature >= 0, "sample.temperature", "must be >= 0")

@@ -37,3 +37,30 @@ def write_jsonl(tmp_path):
     return str(path)
 
   return write
+
+
+@pytest.fixture(scope="session")
+def tiny_corpus(tmp_path_factory) -> str:
+  """A small built-in corpus with its tokenizer, built once per test session."""
+  from mdlm_wm.data import corpus
+  from mdlm_wm.envs import base
+  out = str(tmp_path_factory.mktemp("tiny_corpus"))
+  corpus.build_corpus(corpus.CorpusConfig(envs=base.env_names(), episodes_per_env=8, seed=1,
+                                          tokenizer_vocab=512), out, verbose=False)
+  return out
+
+
+def tiny_config(corpus_dir: str, **overrides):
+  """configs/tiny.py pointed at `corpus_dir`, with dotted-key overrides."""
+  from configs import tiny
+  cfg = tiny.get_config()
+  cfg.data.train = f"{corpus_dir}/train.jsonl"
+  cfg.data.valid = f"{corpus_dir}/valid.jsonl"
+  cfg.data.tokenizer = f"{corpus_dir}/tokenizer.model"
+  for key, value in overrides.items():
+    node = cfg
+    *path, leaf = key.split(".")
+    for p in path:
+      node = node[p]
+    node[leaf] = value
+  return cfg

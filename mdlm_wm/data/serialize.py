@@ -11,11 +11,12 @@ Truncation policy, applied in this order until the context fits
   2. cut the tail of the longest of s0 / tools / rules, down to the length of
      the second longest or by the overflow, whichever is less (repeat), so
      the spec segments shrink evenly from their longest;
-  3. cut the head of the current state s_t (its end is the most recent text).
-The task, the steer and the action are never cut: they are the request. If
-they alone overflow, the example is rejected (ValueError) rather than
-silently mangled. A target longer than `max_target_len - 1` keeps its head and
-loses its <eot>; such an example is counted as `target_cut`.
+  3. cut the head of the current state s_t (its end is the most recent text);
+  4. only then the request itself: the tail of the task, then of the steer,
+     then the head of the action (`request_tokens_cut`), so one outsized
+     example degrades instead of stopping a training run.
+A target longer than `max_target_len - 1` keeps its head and loses its
+<eot>; such an example is counted as `target_cut`.
 """
 
 from __future__ import annotations
@@ -48,6 +49,7 @@ class Truncation:
   tools_tokens_cut: int = 0
   rules_tokens_cut: int = 0
   state_tokens_cut: int = 0
+  request_tokens_cut: int = 0
   target_tokens_cut: int = 0
   target_cut: int = 0
   context_cut: int = 0  # examples whose context lost anything
@@ -100,6 +102,8 @@ class Serializer:
                history_len: int = 2):
     if max_target_len < 2:
       raise ValueError(f"max_target_len must be >= 2, got {max_target_len}")
+    if max_context_len < 9:
+      raise ValueError(f"max_context_len must be >= 9 (the segment markers), got {max_context_len}")
     self.tok = tokenizer
     self.max_context_len = max_context_len
     self.max_target_len = max_target_len
@@ -161,12 +165,19 @@ class Serializer:
       state = state[n:]
       cut.state_tokens_cut += n
       overflow -= n
+    for key in ("task", "steer"):
+      n = min(max(overflow, 0), len(segs[key]))
+      segs[key] = segs[key][:len(segs[key]) - n]
+      cut.request_tokens_cut += n
+      overflow -= n
     if overflow > 0:
-      raise ValueError(
-          f"task + steer + action need {length()} tokens with everything else cut; "
-          f"max_context_len is {self.max_context_len}")
+      n = min(overflow, len(action))
+      action = action[n:]
+      cut.request_tokens_cut += n
+      overflow -= n
     cut.context_cut = int(bool(cut.history_pairs_dropped or cut.s0_tokens_cut or cut.tools_tokens_cut
-                               or cut.rules_tokens_cut or cut.state_tokens_cut))
+                               or cut.rules_tokens_cut or cut.state_tokens_cut
+                               or cut.request_tokens_cut))
 
     context = ([m["s0"]] + segs["s0"] + [m["task"]] + segs["task"] + [m["tools"]]
                + segs["tools"] + [m["rules"]] + segs["rules"] + [m["steer"]] + segs["steer"]

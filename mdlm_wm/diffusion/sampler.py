@@ -258,7 +258,7 @@ def _sample_jit(graphdef, params, context_BC, context_valid_BC, fixed_BT, rng, u
     sampled = sample_tokens(key_sample, logits, cfg.temperature, cfg.top_p)
     conf = _confidence(cfg.confidence, key_conf, logits, sampled)
 
-    masked = free_NT & (commit_step < 0)
+    masked = commit_step < 0
     in_block = (block_of_T == s // steps_per_block)[None, :]
     n_free = jnp.sum(free_NT & in_block, axis=-1)
     n_done = jnp.sum(free_NT & in_block & ~masked, axis=-1)

@@ -85,7 +85,7 @@ def make_train_step(graphdef, obj_cfg: objectives.ObjectiveConfig, tx):
     (loss, metrics), grads = jax.value_and_grad(loss_of, has_aux=True)(state["params"])
     updates, opt_state = tx.update(grads, state["opt_state"], state["params"])
     params = optax.apply_updates(state["params"], updates)
-    grad_norm = optax.global_norm(grads)
+    grad_norm = optax.tree.norm(grads)
     ok = jnp.isfinite(loss) & jnp.isfinite(grad_norm)
     keep = lambda new, old: jax.tree.map(lambda n, o: jnp.where(ok, n, o), new, old)
     new_state = {"params": keep(params, state["params"]),
@@ -145,7 +145,8 @@ def train(cfg, workdir: str, *, max_steps: int | None = None) -> TrainResult:
   """
   config_lib.validate(cfg)
   # --- mesh
-  mesh = sharding.make_mesh(cfg.mesh.shape)
+  devices = jax.devices()[:cfg.mesh.num_devices] if cfg.mesh.num_devices else None
+  mesh = sharding.make_mesh(cfg.mesh.shape, devices)
   rules = sharding.rules_dict(cfg.mesh.rules)
   n_batch_shards = mesh.shape["data"] * mesh.shape["fsdp"]
   if cfg.data.batch_size % n_batch_shards:

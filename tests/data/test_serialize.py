@@ -104,19 +104,19 @@ def test_then_the_longest_spec_segment_is_cut(tok):
   assert len(out.context_ids) == len(full.context_ids) - 50
 
 
-def test_state_head_is_cut_last_and_task_never(tok):
+def test_state_head_is_cut_before_the_request(tok):
   tr = _transition(history=0)
-  ser = Serializer(tok, 10_000, 64, history_len=0)
-  full = ser.serialize(tr)
-  keep = 9 + len(tok.encode(tr.spec.task)) + len(tok.encode(tr.spec.steer)) + len(
-      tok.encode(tr.action))
+  task, steer, action = (tok.encode(x) for x in (tr.spec.task, tr.spec.steer, tr.action))
+  keep = 9 + len(task) + len(steer) + len(action)
   out = Serializer(tok, keep + 1, 64, history_len=0).serialize(tr)
   assert len(out.context_ids) == keep + 1
   assert out.truncation.state_tokens_cut == len(tok.encode(tr.state)) - 1
+  assert out.truncation.request_tokens_cut == 0
   assert tr.spec.task in tok.decode(out.context_ids)
-  with pytest.raises(ValueError, match="max_context_len"):
-    Serializer(tok, keep - 1, 64, history_len=0).serialize(tr)
-  assert len(full.context_ids) > keep
+  # Past that, the task's tail goes first, and it is counted.
+  tight = Serializer(tok, keep - 2, 64, history_len=0).serialize(tr)
+  assert len(tight.context_ids) == keep - 2 and tight.truncation.request_tokens_cut == 2
+  assert tok.decode(tight.context_ids).endswith(tr.action)
 
 
 def test_long_target_is_cut_and_counted(tok):

@@ -1,0 +1,90 @@
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import numpy as np
+import pytest
+
+from mdlm_wm.train.trainer import train
+from tests.conftest import tiny_config
+
+
+def losses(workdir):
+  with open(os.path.join(workdir, "metrics.jsonl")) as f:
+    rows = [json.loads(line) for line in f]
+  return {r["step"]: r["loss"] for r in rows if "loss" in r}
+
+
+@pytest.mark.parametrize("objective", ["mdlm", "ar"])
+def test_loss_falls_and_metrics_are_written(tiny_corpus, tmp_path, objective):
+  cfg = tiny_config(tiny_corpus, objective=objective, **{"train.steps": 30, "optim.lr": 1e-2})
+  result = train(cfg, str(tmp_path))
+  got = losses(tmp_path)
+  assert sorted(got) == list(range(1, 31))
+  first, last = np.mean([got[s] for s in (1, 2, 3)]), np.mean([got[s] for s in (28, 29, 30)])
+  assert last < 0.7 * first, (first, last)
+  assert result.valid_loss is not None and np.isfinite(result.valid_loss)
+  row = json.loads(open(tmp_path / "metrics.jsonl").readline())
+  assert {"step", "loss", "tokens_per_sec", "learning_rate"} <= set(row)
+
+
+def test_kill_9_and_restart_gives_the_same_losses(tiny_corpus, tmp_path):
+  overrides = {"train.steps": 40, "train.checkpoint_every": 4}
+  cfg = tiny_config(tiny_corpus, **overrides)
+  ref = str(tmp_path / "ref")
+  train(cfg, ref)
+  workdir = str(tmp_path / "killed")
+  flags = [f"--config.{k}={v}" for k, v in {
+      "data.train": cfg.data.train, "data.valid": cfg.data.valid,
+      "data.tokenizer": cfg.data.tokenizer, **overrides}.items()]
+  cmd = [sys.executable, "-m", "launch.train", "--config=configs/tiny.py",
+         f"--workdir={workdir}", *flags]
+  proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+  ckpt = os.path.join(workdir, "checkpoints", "8")
+  deadline = time.time() + 240
+  while not os.path.isdir(ckpt) and proc.poll() is None and time.time() < deadline:
+    time.sleep(0.05)
+  proc.send_signal(signal.SIGKILL)
+  proc.wait()
+  assert os.path.isdir(ckpt), "the run never reached its step-8 checkpoint"
+  assert proc.returncode == -signal.SIGKILL, "the run ended before it was killed"
+  saved = [int(d) for d in os.listdir(os.path.join(workdir, "checkpoints")) if d.isdigit()]
+  assert max(saved) < 40
+  done = subprocess.run(cmd, capture_output=True, text=True)
+  assert done.returncode == 0, done.stderr[-2000:]
+  assert "resumed from step" in done.stdout
+  a, b = losses(ref), losses(workdir)
+  assert sorted(b) == list(range(1, 41))
+  for step in range(max(saved) + 1, 41):
+    assert b[step] == pytest.approx(a[step], abs=1e-6), step
+
+
+def test_nonfinite_loss_stops_with_the_last_good_checkpoint(tiny_corpus, tmp_path):
+  cfg = tiny_config(tiny_corpus, **{"train.steps": 20, "train.checkpoint_every": 1,
+                                    "optim.lr": 1e30, "optim.clip_norm": 0.0,
+                                    "optim.warmup_steps": 0})
+  with pytest.raises(FloatingPointError, match="non-finite loss") as e:
+    train(cfg, str(tmp_path))
+  ckpts = [int(d) for d in os.listdir(tmp_path / "checkpoints") if d.isdigit()]
+  assert ckpts and f"last checkpoint is step {max(ckpts)}" in str(e.value)
+  assert all(np.isfinite(v) for v in losses(tmp_path).values())
+
+
+def test_skip_policy_continues(tiny_corpus, tmp_path):
+  cfg = tiny_config(tiny_corpus, **{"train.steps": 6, "optim.lr": 1e30, "optim.clip_norm": 0.0,
+                                    "optim.warmup_steps": 0, "train.nan_policy": "skip"})
+  result = train(cfg, str(tmp_path))
+  assert result.step == 6
+  rows = [json.loads(line) for line in open(tmp_path / "metrics.jsonl")]
+  assert any(r.get("skipped") for r in rows)
+
+
+def test_bad_config_names_the_key(tiny_corpus, tmp_path):
+  with pytest.raises(ValueError, match="config.data.seq_len"):
+    train(tiny_config(tiny_corpus, **{"data.seq_len": 64}), str(tmp_path))
+  with pytest.raises(ValueError, match="config.model.attention: the AR objective"):
+    train(tiny_config(tiny_corpus, objective="ar", **{"model.attention": "bidirectional"}),
+          str(tmp_path))
