@@ -1,11 +1,11 @@
 r"""The main job on the built-in default data.
 
-  python -m launch.quickstart [--workdir=/tmp/mdlm_wm_quickstart] \
-      [--config=configs/quickstart.py] [--config.corpus.episodes_per_env=60]
+  python -m launch.quickstart --workdir=/tmp/mdlm_wm_quickstart \
+      [--config=configs/quickstart.py] [--config.train.steps=300]
 
-Builds the default corpus (every built-in environment) with its tokenizer
-into WORKDIR/data and prints its statistics. Training, sampling and the
-report join this job when the model lands.
+Builds the default corpus, trains the quickstart MDLM and AR world models,
+predicts next states for test transitions and prints a side-by-side table
+plus example predictions. Finished stages are reused when rerun.
 """
 
 import os
@@ -13,7 +13,8 @@ import os
 from absl import app, flags
 from ml_collections import config_flags
 
-from mdlm_wm.data import corpus
+from mdlm_wm import config as config_lib
+from mdlm_wm import quickstart
 
 FLAGS = flags.FLAGS
 _CONFIG = config_flags.DEFINE_config_file(
@@ -25,15 +26,11 @@ flags.DEFINE_string("workdir", "/tmp/mdlm_wm_quickstart", "Where outputs go.")
 def main(argv):
   if len(argv) > 1:
     raise app.UsageError(f"unexpected arguments: {argv[1:]}")
-  cfg = corpus.CorpusConfig.from_config(_CONFIG.value.corpus)
   try:
-    cfg.validate()
+    config_lib.validate(_CONFIG.value)
   except ValueError as e:
-    raise app.UsageError(f"--config.corpus: {e}") from None
-  out_dir = os.path.join(FLAGS.workdir, "data")
-  result = corpus.build_corpus(cfg, out_dir)
-  print(corpus.format_summary(result))
-  print(f"\ncorpus, tokenizer and stats.json in {out_dir}")
+    raise app.UsageError(str(e)) from None
+  quickstart.run(_CONFIG.value, FLAGS.workdir)
 
 
 if __name__ == "__main__":

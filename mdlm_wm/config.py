@@ -91,6 +91,10 @@ def base_config() -> ml_collections.ConfigDict:
   c.sample.cfg_scale = 0.0
   c.sample.use_prefix_cache = False
   c.sample.num_samples = 4
+
+  c.eval = ml_collections.ConfigDict()  # the quickstart's side-by-side table
+  c.eval.examples_per_env = 10
+  c.eval.batch_size = 16
   return c
 
 
@@ -148,6 +152,8 @@ def validate(cfg) -> None:
   _check(s.temperature >= 0, "sample.temperature", "must be >= 0")
   _check(0 < s.top_p <= 1, "sample.top_p", "must be in (0, 1]")
   _check(s.num_samples >= 1, "sample.num_samples", "must be >= 1")
+  _check(cfg.eval.examples_per_env >= 1, "eval.examples_per_env", "must be >= 1")
+  _check(cfg.eval.batch_size >= 1, "eval.batch_size", "must be >= 1")
 
 
 def model_config(cfg, vocab_size: int) -> ModelConfig:

@@ -78,7 +78,7 @@ def _decode_jit(graphdef, params, context_BC, context_valid_BC, rng, fixed_BT, *
       x, (k, v) = block(x, positions, key_mask, (k_cache, v_cache))
       new_cache.append((jax.lax.dynamic_update_slice_in_dim(k_cache, k, position, axis=1),
                         jax.lax.dynamic_update_slice_in_dim(v_cache, v, position, axis=1)))
-    logits = model._logits(x)[:, 0]
+    logits = model.logits(x)[:, 0]
     token = sample_tokens(jax.random.fold_in(rng, j), logits, cfg.temperature, cfg.top_p)
     if cfg.eot_id is not None:
       token = jnp.where(done_N, cfg.eot_id, token)

@@ -176,56 +176,56 @@ def _top_k_mask(conf_NT, candidate_NT, k_N):
   return candidate_NT & (rank < k_N[:, None])
 
 
-def _logits_fn(model, cfg: SamplerConfig, context_BC, valid_VBC, num_samples: int):
+def _logits_fn(model, cfg: SamplerConfig, context_BC, valid_WBC, num_samples: int):
   """Returns canvas_NT -> logits_NTV (guided, float32) for N = B * G rows.
 
-  V = 2 views (conditional, unconditional) with guidance, else 1; both views
-  run as one forward of V * N rows.
+  W = 2 views (conditional, unconditional) with guidance, else 1; both views
+  run as one forward of W * N rows.
   """
-  V, B, C = valid_VBC.shape
+  W, B, C = valid_WBC.shape
   G = num_samples
-  w = 1.0 + cfg.cfg_scale
+  scale = 1.0 + cfg.cfg_scale
   rep = lambda x: jnp.repeat(x, G, axis=0)  # row b -> rows b*G .. b*G+G-1
 
-  def combine(logits_VNTV):
-    if V == 1:
-      return logits_VNTV[0]
-    cond, uncond = logits_VNTV[0], logits_VNTV[1]
-    return uncond + w * (cond - uncond)
+  def combine(logits_WNTV):
+    if W == 1:
+      return logits_WNTV[0]
+    cond, uncond = logits_WNTV[0], logits_WNTV[1]
+    return uncond + scale * (cond - uncond)
 
   if cfg.use_prefix_cache:
     if model.cfg.attention != "prefix":
       raise ValueError("use_prefix_cache needs a model with attention='prefix' (context keys "
                        f"must not depend on the target); this model is {model.cfg.attention!r}")
-    cache = model.encode_context(jnp.tile(context_BC, (V, 1)), valid_VBC.reshape(V * B, C))
-    # Encoded on V * B rows, once; row v*B + b serves rows (v*B + b)*G + g.
+    cache = model.encode_context(jnp.tile(context_BC, (W, 1)), valid_WBC.reshape(W * B, C))
+    # Encoded on W * B rows, once; row w*B + b serves rows (w*B + b)*G + g.
     cache = [tuple(rep(x) for x in kv) for kv in cache]
-    valid_MC = rep(valid_VBC.reshape(V * B, C))
+    valid_MC = rep(valid_WBC.reshape(W * B, C))
 
     def logits(canvas_NT):
       N, T = canvas_NT.shape
-      canvas = jnp.tile(canvas_NT, (V, 1))
+      canvas = jnp.tile(canvas_NT, (W, 1))
       positions = jnp.broadcast_to(C + jnp.arange(T), canvas.shape)
-      key_mask = jnp.concatenate([valid_MC, jnp.ones((V * N, T), bool)], axis=1)
-      key_mask = jnp.broadcast_to(key_mask[:, None, :], (V * N, T, C + T))
+      key_mask = jnp.concatenate([valid_MC, jnp.ones((W * N, T), bool)], axis=1)
+      key_mask = jnp.broadcast_to(key_mask[:, None, :], (W * N, T, C + T))
       out = model.decode_target(canvas, positions, cache, key_mask)
-      return combine(out.reshape((V, N) + out.shape[1:]))
+      return combine(out.reshape((W, N) + out.shape[1:]))
 
     return logits
 
-  pad_B = C - jnp.sum(valid_VBC[0], axis=-1)
-  context_MC = jnp.tile(rep(context_BC), (V, 1))
-  segment_MC = jnp.repeat(valid_VBC, G, axis=1).reshape(V * B * G, C).astype(jnp.int32)
+  pad_B = C - jnp.sum(valid_WBC[0], axis=-1)
+  context_MC = rep(jnp.tile(context_BC, (W, 1)))
+  segment_MC = rep(valid_WBC.reshape(W * B, C)).astype(jnp.int32)
 
   def logits(canvas_NT):
     N, T = canvas_NT.shape
-    tokens = jnp.concatenate([context_MC, jnp.tile(canvas_NT, (V, 1))], axis=1)
-    positions = jnp.tile(rep(jnp.arange(C + T)[None, :] - pad_B[:, None]), (V, 1))
-    ones = jnp.ones((V * N, T), jnp.int32)
+    tokens = jnp.concatenate([context_MC, jnp.tile(canvas_NT, (W, 1))], axis=1)
+    positions = jnp.tile(rep(jnp.arange(C + T)[None, :] - pad_B[:, None]), (W, 1))
+    ones = jnp.ones((W * N, T), jnp.int32)
     segments = jnp.concatenate([segment_MC, ones], axis=1)
     target_mask = jnp.concatenate([jnp.zeros_like(segment_MC), ones], axis=1)
     out = model(tokens, positions, segments, target_mask)[:, C:]
-    return combine(out.reshape((V, N) + out.shape[1:]))
+    return combine(out.reshape((W, N) + out.shape[1:]))
 
   return logits
 
@@ -258,7 +258,7 @@ def _sample_jit(graphdef, params, context_BC, context_valid_BC, fixed_BT, rng, u
     sampled = sample_tokens(key_sample, logits, cfg.temperature, cfg.top_p)
     conf = _confidence(cfg.confidence, key_conf, logits, sampled)
 
-    masked = commit_step < 0
+    masked = free_NT & (commit_step < 0)
     in_block = (block_of_T == s // steps_per_block)[None, :]
     n_free = jnp.sum(free_NT & in_block, axis=-1)
     n_done = jnp.sum(free_NT & in_block & ~masked, axis=-1)

@@ -218,7 +218,8 @@ class Transformer(nnx.Module):
           kernel_init=_init(nnx.initializers.normal(0.02), ("embed", "vocab"), rules),
           rngs=rngs)
 
-  def _logits(self, x_BLD):
+  def logits(self, x_BLD):
+    """Final norm and output projection of hidden states: [..., D] -> float32 [..., V]."""
     x = self.final_norm(x_BLD)
     if self.cfg.tie_embeddings:
       return self.embed.attend(x).astype(jnp.float32)
@@ -242,13 +243,16 @@ class Transformer(nnx.Module):
     x = self.embed(tokens_BL)
     for block in self.blocks:
       x, _ = self._block(block, x, positions_BL, mask, None)
-    return self._logits(x)
+    return self.logits(x)
 
   def encode_context(self, tokens_BC, valid_BC):
     """Per-layer context keys/values under prefix (or causal) attention.
 
-    `valid_BC` marks real context tokens (contexts are right-padded to a
-    bucket). Returns a list of (k, v), each [B, C, kv_heads, head_dim].
+    `valid_BC` marks real context tokens (the samplers left-pad contexts to
+    a bucket). Positions are the column indices 0..C-1, so a row's real
+    tokens are shifted by its padding; RoPE attention depends only on
+    position differences, so target positions C + j keep the training-time
+    offsets. Returns a list of (k, v), each [B, C, kv_heads, head_dim].
     """
     B, C = tokens_BC.shape
     positions = jnp.broadcast_to(jnp.arange(C), (B, C))
@@ -271,4 +275,4 @@ class Transformer(nnx.Module):
     x = self.embed(tokens_BT)
     for block, kv in zip(self.blocks, cache):
       x, _ = block(x, positions_BT, key_mask_BTK, kv)
-    return self._logits(x)
+    return self.logits(x)

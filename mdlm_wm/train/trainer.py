@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import os
 import signal
 import time
 from collections.abc import Callable
@@ -33,6 +34,9 @@ from mdlm_wm.model.transformer import ModelConfig, Transformer
 from mdlm_wm.train import objectives
 from mdlm_wm.train.checkpoint import Checkpointer
 from mdlm_wm.train.metrics import MetricsWriter, StepProgress
+
+TOKENIZER_FILE = "tokenizer.model"
+CHECKPOINT_DIR = "checkpoints"
 
 
 @dataclasses.dataclass
@@ -159,6 +163,10 @@ def train(cfg, workdir: str, *, max_steps: int | None = None) -> TrainResult:
   if not cfg.data.tokenizer:
     raise ValueError("config.data.tokenizer: give a tokenizer.model (build_corpus writes one)")
   tokenizer = Tokenizer.load(cfg.data.tokenizer)
+  # The workdir carries its own tokenizer, so a checkpoint loads anywhere.
+  if jax.process_index() == 0:
+    os.makedirs(workdir, exist_ok=True)
+    tokenizer.save(os.path.join(workdir, TOKENIZER_FILE))
   pcount, pindex = jax.process_count(), jax.process_index()
   local_batch = cfg.data.batch_size // pcount
   train_ds, rows = pipeline.make_dataset(
@@ -200,10 +208,10 @@ def train(cfg, workdir: str, *, max_steps: int | None = None) -> TrainResult:
   eval_key = jax.random.key(cfg.seed + 1)
 
   # --- checkpoint: resume if there is one
-  ckpt = Checkpointer(f"{workdir}/checkpoints", cfg.train.checkpoint_every,
+  ckpt = Checkpointer(os.path.join(workdir, CHECKPOINT_DIR), cfg.train.checkpoint_every,
                       cfg.train.keep_checkpoints)
   meta = {"config": cfg.to_dict(), "model": dataclasses.asdict(model_cfg),
-          "tokenizer": cfg.data.tokenizer, "seed": cfg.seed}
+          "tokenizer": TOKENIZER_FILE, "seed": cfg.seed}
   start = ckpt.latest_step()
   if start is not None:
     abstract = jax.tree.map(lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=x.sharding),

@@ -1,0 +1,161 @@
+r"""Benchmarks: train throughput and MFU, sampler latency MDLM vs AR.
+
+  python -m launch.bench [--configs=quickstart,small] [--train_steps=10] \
+      [--sampler_steps=8,16,32] [--out=bench.json]
+
+Everything runs on synthetic batches of the config's shapes (random tokens,
+a realistic context/target split), so the numbers measure the code, not a
+corpus. MFU is model FLOPs per second over a measured float32 matmul peak on
+this machine, not a vendor figure.
+"""
+
+import json
+import time
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from absl import app, flags
+
+from mdlm_wm import config as config_lib
+from mdlm_wm.ar import decode as ar_decode
+from mdlm_wm.diffusion import sampler as mdlm_sampler
+from mdlm_wm.model import sharding
+from mdlm_wm.train import trainer
+
+FLAGS = flags.FLAGS
+flags.DEFINE_list("configs", ["quickstart", "small"], "Config names under configs/.")
+flags.DEFINE_integer("train_steps", 10, "Timed train steps (after one warm-up step).")
+flags.DEFINE_list("sampler_steps", ["8", "16", "32", "64"], "MDLM denoising steps to time.")
+flags.DEFINE_integer("sample_batch", 4, "Prompts per sampler call.")
+flags.DEFINE_integer("repeats", 3, "Timed sampler calls per setting (after a warm-up call).")
+flags.DEFINE_integer("vocab_size", 4096, "Vocabulary size of the synthetic models.")
+flags.DEFINE_string("out", "", "Optional JSON output file.")
+
+MASK_ID, TARGET_MARKER = 2, 12
+
+
+def matmul_peak(n: int = 2048, repeats: int = 10) -> float:
+  """Measured float32 matmul FLOP/s on the default device."""
+  a = jax.random.normal(jax.random.key(0), (n, n), jnp.float32)
+  f = jax.jit(lambda x: x @ x)
+  f(a).block_until_ready()
+  t0 = time.perf_counter()
+  for _ in range(repeats):
+    out = f(a)
+  out.block_until_ready()
+  return 2 * n ** 3 * repeats / (time.perf_counter() - t0)
+
+
+def synthetic_batch(cfg, rng: np.random.Generator) -> dict[str, np.ndarray]:
+  """Rows of one example each: context then a target region, as the pipeline packs."""
+  B, L = cfg.data.batch_size, cfg.data.seq_len
+  ctx = cfg.data.max_context_len
+  tokens = rng.integers(13, FLAGS.vocab_size, (B, L)).astype(np.int32)
+  target = np.zeros((B, L), np.int32)
+  target[:, ctx:ctx + cfg.data.max_target_len] = 1
+  return {"tokens": tokens, "target_mask": target, "steer_mask": np.zeros((B, L), np.int32),
+          "segment_ids": np.ones((B, L), np.int32),
+          "positions": np.broadcast_to(np.arange(L), (B, L)).astype(np.int32)}
+
+
+class _FakeTokenizer:
+  pad_id, mask_id = 0, MASK_ID
+  marker_ids = {"target": TARGET_MARKER}
+
+
+def bench_train(cfg, peak: float) -> dict:
+  model_cfg = config_lib.model_config(cfg, FLAGS.vocab_size)
+  mesh = sharding.make_mesh(cfg.mesh.shape)
+  graphdef, params = trainer.create_model(model_cfg, mesh, sharding.rules_dict(cfg.mesh.rules), 0)
+  tx, _ = trainer.make_optimizer(cfg)
+  with jax.set_mesh(mesh):
+    state = trainer.init_train_state(params, tx)
+  obj = config_lib.objective_config(cfg, _FakeTokenizer())
+  step = jax.jit(trainer.make_train_step(graphdef, obj, tx), donate_argnums=(0,))
+  batch = {k: jnp.asarray(v) for k, v in synthetic_batch(cfg, np.random.default_rng(0)).items()}
+  state, m = step(state, batch, jax.random.key(0))
+  jax.block_until_ready(m)
+  t0 = time.perf_counter()
+  for i in range(FLAGS.train_steps):
+    state, m = step(state, batch, jax.random.key(i + 1))
+  jax.block_until_ready(m)
+  dt = (time.perf_counter() - t0) / FLAGS.train_steps
+  tokens = cfg.data.batch_size * cfg.data.seq_len
+  flops = model_cfg.flops_per_token(cfg.data.seq_len) * tokens / dt
+  return {"params": model_cfg.num_params(), "step_ms": dt * 1e3,
+          "tokens_per_sec": tokens / dt, "model_tflops": flops / 1e12, "mfu": flops / peak}
+
+
+def _timed(fn, repeats: int) -> float:
+  jax.block_until_ready(fn(0))
+  t0 = time.perf_counter()
+  for i in range(repeats):
+    out = fn(i + 1)
+  jax.block_until_ready(out)
+  return (time.perf_counter() - t0) / repeats * 1e3
+
+
+def bench_sampler(cfg) -> list[dict]:
+  """Latency of one call: B prompts x 1 sample, the config's context and canvas."""
+  B, C, T = FLAGS.sample_batch, cfg.data.max_context_len, cfg.data.max_target_len
+  rng = np.random.default_rng(1)
+  context = rng.integers(13, FLAGS.vocab_size, (B, C)).astype(np.int32)
+  context[:, -1] = TARGET_MARKER
+  valid = np.ones((B, C), bool)
+  fixed = np.full((B, T), -1, np.int32)
+  mesh = sharding.make_mesh((1, 1, 1), jax.devices()[:1])
+  rows = []
+  for attention in ("prefix", "causal"):
+    c = cfg.copy_and_resolve_references()
+    c.model.attention = attention
+    c.objective = "ar" if attention == "causal" else "mdlm"
+    model_cfg = config_lib.model_config(c, FLAGS.vocab_size)
+    graphdef, params = trainer.create_model(model_cfg, mesh,
+                                            sharding.rules_dict(cfg.mesh.rules), 0)
+    if attention == "causal":
+      dcfg = ar_decode.DecodeConfig(max_len=T, temperature=1.0)
+      ms = _timed(lambda i: ar_decode.decode(graphdef, params, context, valid,
+                                             jax.random.key(i), dcfg, num_samples=1),
+                  FLAGS.repeats)
+      rows.append({"model": "ar", "mode": "kv-cache", "steps": T, "ms_per_call": ms})
+      continue
+    for steps in map(int, FLAGS.sampler_steps):
+      for cache in (False, True):
+        scfg = mdlm_sampler.SamplerConfig(steps=steps, use_prefix_cache=cache)
+        ms = _timed(lambda i, scfg=scfg: mdlm_sampler.sample(
+            graphdef, params, context, valid, fixed, jax.random.key(i), scfg, num_samples=1,
+            mask_id=MASK_ID).tokens_BGT, FLAGS.repeats)
+        rows.append({"model": "mdlm", "mode": "prefix-cache" if cache else "full",
+                     "steps": steps, "ms_per_call": ms})
+  for r in rows:
+    r.update(batch=B, context_len=C, target_len=T)
+  return rows
+
+
+def main(argv):
+  del argv
+  peak = matmul_peak()
+  print(f"device: {jax.devices()[0].device_kind} x{jax.device_count()} | measured float32 "
+        f"matmul peak {peak / 1e9:.1f} GFLOP/s")
+  results = {"matmul_peak_flops": peak, "device": jax.devices()[0].device_kind, "configs": {}}
+  for name in FLAGS.configs:
+    module = __import__(f"configs.{name}", fromlist=["get_config"])
+    cfg = module.get_config()
+    train_row = bench_train(cfg, peak)
+    print(f"\n[{name}] train: {train_row['params']:,} params, {train_row['step_ms']:.0f} ms/step, "
+          f"{train_row['tokens_per_sec']:.0f} tokens/s, MFU {100 * train_row['mfu']:.1f}%")
+    sample_rows = bench_sampler(cfg)
+    print(f"[{name}] sampler latency (batch {FLAGS.sample_batch}, context "
+          f"{cfg.data.max_context_len}, target {cfg.data.max_target_len}):")
+    print("| model | mode | steps | ms/call |\n|---|---|---|---|")
+    for r in sample_rows:
+      print(f"| {r['model']} | {r['mode']} | {r['steps']} | {r['ms_per_call']:.0f} |")
+    results["configs"][name] = {"train": train_row, "sampler": sample_rows}
+  if FLAGS.out:
+    with open(FLAGS.out, "w") as f:
+      json.dump(results, f, indent=2)
+
+
+if __name__ == "__main__":
+  app.run(main)

@@ -1,0 +1,205 @@
+"""The public API: load a trained world model, predict next states, roll out.
+
+    wm = WorldModel.load("/tmp/mdlm_wm_quickstart/mdlm")
+    states = wm.step(spec, history, state, action, steer="the stove is broken",
+                     num_samples=4, seed=0)
+    # Pin a trailing status line and let the model fill in the rest:
+    states = wm.step(spec, [], state, action,
+                     fixed=Anchors(suffix="[location: kitchen | holding: nothing]"))
+
+The same class serves MDLM checkpoints (denoising sampler) and AR ones
+(KV-cache decoder), so callers compare them through one interface.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from collections.abc import Sequence
+
+import jax
+import ml_collections
+import numpy as np
+
+from mdlm_wm import config as config_lib
+from mdlm_wm.ar import decode as ar_decode
+from mdlm_wm.data.schema import Spec
+from mdlm_wm.data.serialize import Serializer, Transition
+from mdlm_wm.data.tokenizer import Tokenizer
+from mdlm_wm.diffusion import sampler as mdlm_sampler
+from mdlm_wm.model import sharding
+from mdlm_wm.train import trainer
+from mdlm_wm.train.checkpoint import Checkpointer
+
+# Context lengths are padded up to a multiple of this, so a stream of
+# requests compiles the sampler a handful of times, not once per length.
+CONTEXT_BUCKET = 64
+
+
+@dataclasses.dataclass(frozen=True)
+class Anchors:
+  """Text pinned in the next state (anchor infilling).
+
+  `prefix` starts the state, `suffix` ends it, and the state is `length`
+  tokens long in total (None: the longest the canvas allows); the model
+  fills everything in between. `spans` pins text at token offsets.
+  """
+  prefix: str = ""
+  suffix: str = ""
+  length: int | None = None
+  spans: tuple[tuple[int, str], ...] = ()
+
+
+class WorldModel:
+  """A trained MDLM or AR world model with its tokenizer and config."""
+
+  def __init__(self, graphdef, params, tokenizer: Tokenizer, cfg: ml_collections.ConfigDict):
+    self.graphdef, self.params, self.tokenizer, self.cfg = graphdef, params, tokenizer, cfg
+    self.objective = cfg.objective
+    self.canvas_len = cfg.data.max_target_len
+    self.serializer = Serializer(tokenizer, cfg.data.max_context_len, cfg.data.max_target_len,
+                                 cfg.data.history_len)
+
+  @classmethod
+  def load(cls, workdir: str, step: int | None = None) -> WorldModel:
+    """Restores the params of the latest (or a given) checkpoint in `workdir`."""
+    ckpt = Checkpointer(os.path.join(workdir, trainer.CHECKPOINT_DIR), save_every=1)
+    step = step if step is not None else ckpt.latest_step()
+    if step is None:
+      raise FileNotFoundError(f"no checkpoint in {workdir}/{trainer.CHECKPOINT_DIR}")
+    meta = ckpt.restore_meta(step)
+    cfg = ml_collections.ConfigDict(meta["config"])
+    tokenizer = Tokenizer.load(os.path.join(workdir, meta["tokenizer"]))
+    model_cfg = config_lib.model_config(cfg, tokenizer.vocab_size)
+    mesh = sharding.make_mesh((1, 1, 1), jax.devices()[:1])
+    graphdef, params = trainer.create_model(model_cfg, mesh, sharding.rules_dict(cfg.mesh.rules),
+                                            cfg.seed)
+    tx, _ = trainer.make_optimizer(cfg)
+    with jax.set_mesh(mesh):
+      abstract = jax.eval_shape(lambda p: trainer.init_train_state(p, tx), params)
+    abstract = jax.tree.map(
+        lambda a, s: jax.ShapeDtypeStruct(a.shape, a.dtype, sharding=s), abstract,
+        _shardings_like(abstract, params, mesh))
+    state, _ = ckpt.restore(step, abstract)
+    ckpt.close()
+    return cls(graphdef, state["params"], tokenizer, cfg)
+
+  # ------------------------------------------------------------------ encoding
+
+  def encode_contexts(self, transitions: Sequence[Transition],
+                      steers: Sequence[str | None] | None = None):
+    """Left-padded contexts [B, C], their valid mask and the mask without the steer."""
+    steers = steers or [None] * len(transitions)
+    serialized = [self.serializer.serialize(tr, steer=z) for tr, z in zip(transitions, steers)]
+    longest = max(len(s.context_ids) for s in serialized)
+    C = -(-longest // CONTEXT_BUCKET) * CONTEXT_BUCKET
+    context = np.zeros((len(serialized), C), np.int32)
+    valid = np.zeros((len(serialized), C), bool)
+    uncond = np.zeros((len(serialized), C), bool)
+    markers = self.tokenizer.marker_ids
+    for b, s in enumerate(serialized):
+      ids = s.context_ids
+      context[b, C - len(ids):] = ids
+      valid[b, C - len(ids):] = True
+      steer = np.zeros(len(ids), bool)
+      steer[ids.index(markers["steer"]) + 1:ids.index(markers["history"])] = True
+      uncond[b, C - len(ids):] = ~steer
+    return context, valid, uncond
+
+  def fixed_canvas(self, anchors: Sequence[Anchors | None]) -> np.ndarray:
+    """[B, T] pins: -1 free, else a token id (anchors and the <eot> after them)."""
+    T, tok = self.canvas_len, self.tokenizer
+    fixed = np.full((len(anchors), T), -1, np.int32)
+    for b, a in enumerate(anchors):
+      if a is None:
+        continue
+      prefix, suffix = tok.encode(a.prefix), tok.encode(a.suffix)
+      length = a.length if a.length is not None else T - 1
+      if not len(prefix) + len(suffix) <= length <= T - 1:
+        raise ValueError(f"anchors need {len(prefix) + len(suffix)} tokens and length "
+                         f"{length}; the canvas holds {T - 1} tokens before its <eot>")
+      fixed[b, :len(prefix)] = prefix
+      fixed[b, length - len(suffix):length] = suffix
+      fixed[b, length:] = tok.eot_id
+      for offset, text in a.spans:
+        ids = tok.encode(text)
+        if offset < 0 or offset + len(ids) > length:
+          raise ValueError(f"span {text!r} at offset {offset} does not fit in {length} tokens")
+        fixed[b, offset:offset + len(ids)] = ids
+    return fixed
+
+  def _text(self, tokens_T: np.ndarray, fixed_T: np.ndarray) -> str:
+    """Text of a canvas: up to the first <eot>, or, with a pinned <eot>, up to it
+    with any <eot> the model put before it dropped (an anchor must survive)."""
+    eot = self.tokenizer.eot_id
+    pinned = np.flatnonzero(fixed_T == eot)
+    if pinned.size:
+      return self.tokenizer.decode(t for t in tokens_T[:pinned[0]] if t != eot)
+    return self.tokenizer.decode_target(tokens_T)
+
+  # ------------------------------------------------------------------ generation
+
+  def generate(self, transitions: Sequence[Transition], *, num_samples: int = 1, seed: int = 0,
+               steers: Sequence[str | None] | None = None,
+               anchors: Sequence[Anchors | None] | None = None, **sample_overrides
+               ) -> list[list[str]]:
+    """`num_samples` next states for each transition (one jitted call)."""
+    context, valid, uncond = self.encode_contexts(transitions, steers)
+    anchors = anchors or [None] * len(transitions)
+    fixed = self.fixed_canvas(anchors)
+    rng = jax.random.key(seed)
+    s = {**self.cfg.sample.to_dict(), **sample_overrides}
+    if self.objective == "ar":
+      cfg = ar_decode.DecodeConfig(max_len=self.canvas_len, temperature=s["temperature"],
+                                   top_p=s["top_p"], eot_id=self.tokenizer.eot_id)
+      tokens = ar_decode.decode(self.graphdef, self.params, context, valid, rng, cfg,
+                                num_samples=num_samples, fixed_BT=fixed)
+    else:
+      cfg = mdlm_sampler.SamplerConfig(
+          steps=s["steps"], temperature=s["temperature"], top_p=s["top_p"],
+          confidence=s["confidence"], schedule=self.cfg.diffusion.schedule,
+          block_size=s["block_size"], cfg_scale=s["cfg_scale"],
+          use_prefix_cache=s["use_prefix_cache"])
+      tokens = mdlm_sampler.sample(self.graphdef, self.params, context, valid, fixed, rng, cfg,
+                                   num_samples=num_samples, mask_id=self.tokenizer.mask_id,
+                                   uncond_valid_BC=uncond).tokens_BGT
+    tokens = np.asarray(jax.device_get(tokens))
+    return [[self._text(tokens[b, g], fixed[b]) for g in range(num_samples)]
+            for b in range(len(transitions))]
+
+  def step(self, spec: Spec, history: Sequence[tuple[str, str]], state: str, action: str, *,
+           steer: str | None = None, fixed: Anchors | None = None, num_samples: int = 1,
+           seed: int = 0, **sample_overrides) -> list[str]:
+    """Predicts the next state; `steer` overrides spec.steer ("" removes it)."""
+    tr = Transition(spec, tuple(history), state, action)
+    return self.generate([tr], num_samples=num_samples, seed=seed, steers=[steer],
+                         anchors=[fixed], **sample_overrides)[0]
+
+  def rollout(self, spec: Spec, actions: Sequence[str], *, state: str | None = None,
+              steer: str | None = None, num_samples: int = 1, seed: int = 0,
+              **sample_overrides) -> list[list[str]]:
+    """Open-loop rollouts: each sample feeds on its own predictions.
+
+    Returns, per sample, the predicted states after each action.
+    """
+    states = [state if state is not None else spec.initial_state] * num_samples
+    histories: list[list[tuple[str, str]]] = [[] for _ in range(num_samples)]
+    out: list[list[str]] = [[] for _ in range(num_samples)]
+    for k, action in enumerate(actions):
+      trs = [Transition(spec, tuple(h), s, action) for h, s in zip(histories, states)]
+      preds = self.generate(trs, num_samples=1, seed=seed * 100_003 + k,
+                            steers=[steer] * num_samples, **sample_overrides)
+      for g in range(num_samples):
+        histories[g].append((states[g], action))
+        states[g] = preds[g][0]
+        out[g].append(states[g])
+    return out
+
+
+def _shardings_like(abstract_state, params, mesh):
+  """Shardings for a restored train state: params as created, the rest replicated."""
+  repl = sharding.replicated(mesh)
+  param_sh = jax.tree.map(lambda x: x.sharding, params)
+  out = jax.tree.map(lambda _: repl, abstract_state)
+  out["params"] = param_sh
+  return out
