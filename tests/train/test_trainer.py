@@ -62,6 +62,32 @@ def test_kill_9_and_restart_gives_the_same_losses(tiny_corpus, tmp_path):
     assert b[step] == pytest.approx(a[step], abs=1e-6), step
 
 
+def test_sigterm_saves_a_checkpoint_and_the_next_launch_resumes(tiny_corpus, tmp_path):
+  overrides = {"train.steps": 60, "train.checkpoint_every": 50}
+  cfg = tiny_config(tiny_corpus, **overrides)
+  workdir = str(tmp_path / "preempted")
+  flags = [f"--config.{k}={v}" for k, v in {
+      "data.train": cfg.data.train, "data.valid": cfg.data.valid,
+      "data.tokenizer": cfg.data.tokenizer, **overrides}.items()]
+  cmd = [sys.executable, "-m", "launch.train", "--config=configs/tiny.py",
+         f"--workdir={workdir}", *flags]
+  proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+  metrics = os.path.join(workdir, "metrics.jsonl")
+  deadline = time.time() + 240
+  while proc.poll() is None and time.time() < deadline:
+    if os.path.exists(metrics) and len(open(metrics).readlines()) >= 3:
+      break
+    time.sleep(0.05)
+  proc.send_signal(signal.SIGTERM)
+  out, _ = proc.communicate(timeout=120)
+  assert proc.returncode == 0 and "SIGTERM: saved a checkpoint at step" in out
+  saved = [int(d) for d in os.listdir(os.path.join(workdir, "checkpoints")) if d.isdigit()]
+  assert saved and max(saved) < 50, saved  # saved on the signal, not on the interval
+  done = subprocess.run(cmd, capture_output=True, text=True)
+  assert done.returncode == 0 and f"resumed from step {max(saved)}" in done.stdout
+  assert sorted(losses(workdir)) == list(range(1, 61))
+
+
 def test_nonfinite_loss_stops_with_the_last_good_checkpoint(tiny_corpus, tmp_path):
   cfg = tiny_config(tiny_corpus, **{"train.steps": 20, "train.checkpoint_every": 1,
                                     "optim.lr": 1e30, "optim.clip_norm": 0.0,

@@ -1,0 +1,90 @@
+import json
+import subprocess
+import sys
+
+import pytest
+
+from mdlm_wm import quickstart
+from mdlm_wm.data import schema
+from mdlm_wm.train.trainer import train
+from mdlm_wm.world_model import Anchors, WorldModel
+from tests.conftest import tiny_config
+
+
+@pytest.fixture(scope="module")
+def models(tiny_corpus, tmp_path_factory):
+  out = {}
+  for objective in ("mdlm", "ar"):
+    workdir = str(tmp_path_factory.mktemp(objective))
+    train(tiny_config(tiny_corpus, objective=objective, **{"train.steps": 4}), workdir)
+    out[objective] = workdir
+  return out
+
+
+@pytest.fixture(scope="module")
+def episode(tiny_corpus):
+  return next(schema.iter_episodes(f"{tiny_corpus}/test.jsonl"))
+
+
+@pytest.mark.parametrize("objective", ["mdlm", "ar"])
+def test_step_returns_num_samples_strings(models, episode, objective):
+  wm = WorldModel.load(models[objective])
+  assert wm.objective == objective
+  s = episode.steps[0]
+  out = wm.step(episode.spec, [], s.state, s.action, num_samples=3, seed=1)
+  assert len(out) == 3 and all(isinstance(x, str) for x in out)
+  again = wm.step(episode.spec, [], s.state, s.action, num_samples=3, seed=1)
+  assert again == out
+
+
+def test_mdlm_keeps_pinned_prefix_and_trailing_anchor(models, episode):
+  wm = WorldModel.load(models["mdlm"])
+  s = episode.steps[0]
+  anchors = Anchors(prefix="You open", suffix="[location: kitchen | visible: 2]", length=40)
+  for text in wm.step(episode.spec, [], s.state, s.action, fixed=anchors, num_samples=4):
+    assert text.startswith("You open") and text.endswith("[location: kitchen | visible: 2]")
+
+
+def test_anchors_that_do_not_fit_are_rejected(models, episode):
+  wm = WorldModel.load(models["mdlm"])
+  s = episode.steps[0]
+  with pytest.raises(ValueError, match="canvas holds"):
+    wm.step(episode.spec, [], s.state, s.action, fixed=Anchors(suffix="x", length=10_000))
+
+
+@pytest.mark.parametrize("objective", ["mdlm", "ar"])
+def test_rollout_feeds_on_its_own_predictions(models, episode, objective):
+  wm = WorldModel.load(models[objective])
+  actions = [st.action for st in episode.steps[:3]]
+  out = wm.rollout(episode.spec, actions, num_samples=2)
+  assert len(out) == 2 and all(len(states) == len(actions) for states in out)
+
+
+def test_missing_checkpoint_is_a_clear_error(tmp_path):
+  with pytest.raises(FileNotFoundError, match="no checkpoint"):
+    WorldModel.load(str(tmp_path))
+
+
+def test_sample_cli_writes_one_line_per_transition(models, tiny_corpus, tmp_path):
+  out = tmp_path / "samples.jsonl"
+  res = subprocess.run([sys.executable, "-m", "launch.sample", f"--workdir={models['mdlm']}",
+                        f"--data={tiny_corpus}/test.jsonl", f"--out={out}", "--num_samples=2",
+                        "--max_examples=5", "--steps=4"], capture_output=True, text=True)
+  assert res.returncode == 0, res.stderr[-2000:]
+  rows = [json.loads(line) for line in open(out)]
+  assert len(rows) == 5 and all(len(r["samples"]) == 2 and r["reference"] for r in rows)
+
+
+def test_quickstart_runs_end_to_end_and_reuses_stages(tmp_path, capsys):
+  cfg = tiny_config("unused", **{"train.steps": 3, "eval.examples_per_env": 1,
+                                 "corpus.episodes_per_env": 5})
+  summary = quickstart.run(cfg, str(tmp_path))
+  assert set(summary) == {"mdlm", "ar"}
+  for m in summary.values():
+    assert m["examples"] == 5 and 0 <= m["pass_rate"] <= 1 and m["valid_loss"] > 0
+  printed = capsys.readouterr().out
+  assert "| mdlm |" in printed and "| ar |" in printed and "reference:" in printed
+  metrics = (tmp_path / "mdlm" / "metrics.jsonl").read_text()
+  quickstart.run(cfg, str(tmp_path))
+  assert "[data] reusing" in capsys.readouterr().out
+  assert (tmp_path / "mdlm" / "metrics.jsonl").read_text() == metrics
