@@ -17,12 +17,17 @@ INSTALL_REQUIRES = [
     "tensorboardX>=2.6",
 ]
 
+# Metric libraries of mdlm_wm.eval (CPU-only; mauve-text brings faiss-cpu).
+# They are test requirements too, so the metric tests run wherever the suite does.
+EVAL_METRICS = ["sacrebleu>=2.6.0", "rouge-score>=0.1.2", "mauve-text>=0.4.0",
+                "scikit-learn>=1.9.1"]
+
 EXTRAS = {
-    "test": ["pytest>=8.0"],
+    "test": ["pytest>=8.0", *EVAL_METRICS],
     # Real environments (adapters land with the real-environment issue).
     "envs": ["textworld", "textworld-express", "scienceworld", "alfworld"],
-    # Metric libraries for the evaluation suite.
-    "eval": ["sacrebleu", "rouge-score", "mauve-text", "scikit-learn", "matplotlib"],
+    # The evaluation suite: metrics, plus plots for the report.
+    "eval": [*EVAL_METRICS, "matplotlib"],
 }
 
 setuptools.setup(

@@ -25,7 +25,7 @@ from mdlm_wm.train import trainer
 
 FLAGS = flags.FLAGS
 flags.DEFINE_list("configs", ["quickstart", "small"], "Config names under configs/.")
-flags.DEFINE_integer("train_steps", 10, "Timed train steps (after one warm-up step).")
+flags.DEFINE_integer("train_steps", 10, "Timed train steps after one warm-up step (0: skip).")
 flags.DEFINE_list("sampler_steps", ["8", "16", "32", "64"], "MDLM denoising steps to time.")
 flags.DEFINE_integer("sample_batch", 4, "Prompts per sampler call.")
 flags.DEFINE_integer("repeats", 3, "Timed sampler calls per setting (after a warm-up call).")
@@ -142,9 +142,10 @@ def main(argv):
   for name in FLAGS.configs:
     module = __import__(f"configs.{name}", fromlist=["get_config"])
     cfg = module.get_config()
-    train_row = bench_train(cfg, peak)
-    print(f"\n[{name}] train: {train_row['params']:,} params, {train_row['step_ms']:.0f} ms/step, "
-          f"{train_row['tokens_per_sec']:.0f} tokens/s, MFU {100 * train_row['mfu']:.1f}%")
+    train_row = bench_train(cfg, peak) if FLAGS.train_steps else None
+    if train_row:
+      print(f"\n[{name}] train: {train_row['params']:,} params, {train_row['step_ms']:.0f} "
+            f"ms/step, {train_row['tokens_per_sec']:.0f} tokens/s, MFU {100 * train_row['mfu']:.1f}%")
     sample_rows = bench_sampler(cfg)
     print(f"[{name}] sampler latency (batch {FLAGS.sample_batch}, context "
           f"{cfg.data.max_context_len}, target {cfg.data.max_target_len}):")
