@@ -19,7 +19,7 @@ INSTALL_REQUIRES = [
 
 # Metric libraries of mdlm_wm.eval (CPU-only; mauve-text brings faiss-cpu).
 # They are test requirements too, so the metric tests run wherever the suite does.
-EVAL_METRICS = ["sacrebleu>=2.6.0", "rouge-score>=0.1.2", "mauve-text>=0.4.0",
+EVAL_METRICS = ["sacrebleu>=2.6.0", "rouge-score>=0.1.2", "mauve-text>=0.4.0", "matplotlib>=3.8",
                 "scikit-learn>=1.9.1"]
 
 EXTRAS = {
@@ -27,7 +27,7 @@ EXTRAS = {
     # Real environments (adapters land with the real-environment issue).
     "envs": ["textworld", "textworld-express", "scienceworld", "alfworld"],
     # The evaluation suite: metrics, plus plots for the report.
-    "eval": [*EVAL_METRICS, "matplotlib"],
+    "eval": EVAL_METRICS,
 }
 
 setuptools.setup(

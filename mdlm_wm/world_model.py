@@ -59,6 +59,7 @@ class WorldModel:
     self.canvas_len = cfg.data.max_target_len
     self.serializer = Serializer(tokenizer, cfg.data.max_context_len, cfg.data.max_target_len,
                                  cfg.data.history_len)
+    self.num_params = config_lib.model_config(cfg, tokenizer.vocab_size).num_params()
 
   @classmethod
   def load(cls, workdir: str, step: int | None = None) -> WorldModel:

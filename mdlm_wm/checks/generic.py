@@ -24,11 +24,16 @@ from mdlm_wm.data.schema import Checks
 _SEP = r"[\s\"':=]{1,4}"
 
 
-def states_field(text: str, key: str, value: str) -> bool:
-  """True if `text` states `key` with `value` (see module docstring)."""
+def field_statements(text: str, key: str, value: str) -> list[int]:
+  """Start offsets of every statement of `key` with `value` in `text`."""
   pattern = (r"(?<![\w])" + re.escape(key) + _SEP + r"\"?" + re.escape(str(value))
              + r"(?![\w/]|\.[\w/])")
-  return re.search(pattern, text, flags=re.IGNORECASE) is not None
+  return [m.start() for m in re.finditer(pattern, text, flags=re.IGNORECASE)]
+
+
+def states_field(text: str, key: str, value: str) -> bool:
+  """True if `text` states `key` with `value` (see module docstring)."""
+  return bool(field_statements(text, key, value))
 
 
 def check_results(checks: Checks, prediction: str) -> dict[str, bool]:

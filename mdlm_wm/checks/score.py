@@ -15,5 +15,6 @@ def score_prediction(env: str, spec: Spec, step: Step, prediction: str) -> dict[
   if env in base.env_names():
     out["env"] = float(base.state_check_fn(env)(spec, step, prediction))
   out["pass"] = float(all(v == 1.0 for v in out.values()))
-  out["exact"] = float(prediction == step.next_state)
+  # Trailing whitespace is not a difference (as in eval.metrics.exact_match).
+  out["exact"] = float(prediction.rstrip() == step.next_state.rstrip())
   return out

@@ -13,33 +13,23 @@ that applies of:
      (household's status, files' one-line status after a silent command);
   3. the last 25% of the characters (shop's one-line JSON, which ends with
      `"cart_count": n, "cart_total": t, "open_orders": k}`).
-A field is "stated" exactly as `mdlm_wm.checks.generic.states_field` decides;
-`_statement_starts` re-derives its pattern (same `_SEP`, same whole-token
-rule) to get match positions, and a test keeps the two in agreement.
+A field is "stated" exactly as `mdlm_wm.checks.generic.states_field` decides
+(both use `field_statements`, which also gives the positions).
 """
 
 from __future__ import annotations
 
 import math
-import re
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 
 import numpy as np
 
-from mdlm_wm.checks.generic import _SEP, states_field
+from mdlm_wm.checks.generic import field_statements, states_field
 from mdlm_wm.checks.score import score_prediction
 from mdlm_wm.data.schema import Spec, Step
 
 TAIL_FRACTION = 0.25
-
-
-def _statement_starts(text: str, key: str, value: str) -> list[int]:
-  """Start offsets of every statement of `key` with `value` in `text`, by the
-  pattern of `states_field` (non-overlapping matches, as `re.finditer`)."""
-  pattern = (r"(?<![\w])" + re.escape(key) + _SEP + r"\"?" + re.escape(str(value))
-             + r"(?![\w/]|\.[\w/])")
-  return [m.start() for m in re.finditer(pattern, text, flags=re.IGNORECASE)]
 
 
 def trailing_start(reference: str) -> int:
@@ -59,7 +49,7 @@ def trailing_fields(step: Step, reference: str | None = None) -> list[str]:
   text = step.next_state if reference is None else reference
   start = trailing_start(text)
   return [k for k, v in step.checks.fields.items()
-          if any(pos >= start for pos in _statement_starts(text, k, v))]
+          if any(pos >= start for pos in field_statements(text, k, v))]
 
 
 def grounding_scores(env: str, spec: Spec, step: Step, prediction: str) -> dict[str, float]:

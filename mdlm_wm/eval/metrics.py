@@ -3,10 +3,10 @@
 Tokenization. BLEU-1, Self-BLEU, ROUGE-L and the TF-IDF encoder share one
 tokenizer, `tokenize`: maximal runs of word characters, joined across a single
 inner `.`, `:`, `/`, `@`, `'` or `-` (so `22.98`, `12:00`, `1/2`,
-`milo.costa@acme.io` and `ev104` stay one token), with a leading `/` (paths)
-or a minus before a digit (`-20C`) kept; case kept. Punctuation
-alone is dropped: next states are often JSON, and counting every quote, brace
-and colon as a matched unigram would let any JSON-shaped output score high.
+`milo.costa@acme.io` and `ev104` stay one token), keeping a leading `/`
+(paths) or a minus before a digit (`-20C`); case kept. Punctuation alone is
+dropped: next states are often JSON, and counting every quote, brace and
+colon as a matched unigram would let any JSON-shaped output score high.
 Distinct-n alone uses whitespace tokens (`str.split`), the usual definition.
 
 Degenerate texts: two texts with no tokens at all are identical and score
@@ -63,7 +63,8 @@ def _unit(score: float) -> float:
 
 def bleu1(prediction: str, reference: str) -> float:
   """Sentence BLEU-1 in [0, 1]: clipped unigram precision times sacrebleu's
-  brevity penalty exp(1 - r/c) when the prediction is shorter (c < r)."""
+  brevity penalty exp(1 - r/c), applied when the prediction has fewer
+  tokens (c) than the reference (r)."""
   return _multi_ref_bleu1(prediction, [reference])
 
 
@@ -146,6 +147,8 @@ def distinct_n(samples: Sequence[str], n: int) -> float:
 
 
 class Encoder(Protocol):
+  """What `mauve_score` needs of a text encoder: fitted on the references,
+  then mapping any texts to a [len(texts), d] feature array."""
 
   def fit(self, references: Sequence[str]) -> "Encoder":
     ...
@@ -187,10 +190,12 @@ def mauve_from_features(p_features: np.ndarray, q_features: np.ndarray, *,
   """MAUVE (mauve-text `compute_mauve`, no smoothing) between reference
   features `p_features` [n, d] and generated features `q_features` [m, d].
 
-  num_buckets 'auto' is mauve-text's rule max(2, round(min(n, m) / 10)); an
-  integer is capped at n + m (k-means needs at least one point per cluster).
-  Other settings are mauve-text's defaults: PCA to 90% explained variance,
-  k-means (faiss) with 5 restarts and 500 iterations, scaling factor c = 5.
+  num_buckets 'auto' is mauve-text's rule max(2, round(min(n, m) / 10)), so
+  small sets work; an integer is capped at n + m (k-means cannot make more
+  clusters than points). Other settings are mauve-text's defaults: rows
+  L2-normalised, PCA to 90% explained variance, k-means (faiss) with 5
+  restarts and 500 iterations, scaling factor c = 5; `seed` (mauve-text's
+  default 25) fixes PCA and k-means, so the score is deterministic.
   """
   import mauve
   p, q = np.asarray(p_features, np.float32), np.asarray(q_features, np.float32)

@@ -5,7 +5,7 @@ import re
 
 import pytest
 
-from mdlm_wm.checks.generic import states_field
+from mdlm_wm.checks.generic import field_statements, states_field
 from mdlm_wm.data.schema import Checks, Spec, Step
 from mdlm_wm.envs import base
 from mdlm_wm.eval import grounding
@@ -42,18 +42,6 @@ def test_anchor_tables_cover_every_builtin_env():
   assert sorted(ANCHOR_KEYS) == base.env_names() == sorted(EARLY_KEYS)
 
 
-def test_statement_starts_agrees_with_states_field(episodes):
-  for eps in episodes.values():
-    for ep in eps:
-      for step in ep.steps:
-        for k, v in step.checks.fields.items():
-          for text in (step.next_state, step.next_state.replace(v, v + "9"), step.state):
-            assert bool(grounding._statement_starts(text, k, v)) == states_field(text, k, v)
-  for text in ("count=3.5", "count: 3", "path: /home/user", "x: 1/3", "state: hot."):
-    for key, value in (("count", "3"), ("path", "/home"), ("x", "1"), ("state", "hot")):
-      assert bool(grounding._statement_starts(text, key, value)) == states_field(text, key, value)
-
-
 def test_trailing_start_rules():
   assert grounding.trailing_start("out\nmore\n[a: 1]\n") == len("out\nmore\n")
   assert grounding.trailing_start("You look. [room: hall | at: door]") == len("You look. ")
@@ -80,7 +68,7 @@ def _corrupt_trailing(step: Step) -> tuple[str, str] | None:
   text = step.next_state
   for key in reversed(grounding.trailing_fields(step)):
     value = step.checks.fields[key]
-    starts = grounding._statement_starts(text, key, value)
+    starts = field_statements(text, key, value)
     if value.isdigit() and len(starts) == 1:
       match = re.compile(re.escape(value)).search(text, starts[0] + len(key))
       return key, text[:match.start()] + str(int(value) + 1) + text[match.end():]
@@ -123,7 +111,8 @@ def test_steer_effect():
   without_z = [{"pass": 0.0}, {"pass": 1.0}, {"pass": 0.0}, {"pass": 0.0}]
   assert grounding.steer_effect(with_z, without_z) == {
       "with": 0.75, "without": 0.25, "delta": 0.5, "n": 4}
-  assert grounding.steer_effect(with_z, without_z, key="pass")["delta"] > 0
+  checks = grounding.steer_effect([{"checks": 0.5}], [{"checks": 1.0}], key="checks")
+  assert checks["delta"] == -0.5
   empty = grounding.steer_effect([], [])
   assert empty["n"] == 0 and math.isnan(empty["delta"])
   with pytest.raises(ValueError):

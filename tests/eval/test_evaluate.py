@@ -1,0 +1,71 @@
+import json
+import subprocess
+import sys
+
+import pytest
+
+from mdlm_wm.eval import evaluate as ev
+from mdlm_wm.train.trainer import train
+from tests.conftest import tiny_config
+
+
+def write_predictions(path, examples, fn):
+  with open(path, "w") as f:
+    for ex in examples:
+      f.write(json.dumps({"id": ex.episode.id, "step": ex.index, "samples": fn(ex)}) + "\n")
+
+
+def test_round_robin_selection_covers_every_env(tiny_corpus):
+  _, examples = ev.load_examples(f"{tiny_corpus}/test.jsonl", 0, max_examples=10)
+  assert len(examples) == 10 and len({ex.episode.env for ex in examples}) == 5
+
+
+def test_reference_predictions_score_perfectly(tiny_corpus, tmp_path):
+  episodes, examples = ev.load_examples(f"{tiny_corpus}/test.jsonl", 0)
+  path = tmp_path / "p.jsonl"
+  write_predictions(path, examples, lambda ex: [ex.step.next_state] * 2)
+  report = ev.evaluate(examples, ev.read_predictions(str(path), examples))
+  o = report["overall"]
+  for key in ("bleu1", "rouge_l", "exact", "checks", "env", "pass", "trailing_pass"):
+    assert o[key]["mean"] == pytest.approx(1.0), key
+    assert o[key]["low"] <= o[key]["mean"] <= o[key]["high"]
+  assert o["self_bleu"]["mean"] == pytest.approx(1.0)
+  assert set(report["per_env"]) == {"calendar", "files", "household", "lab", "shop"}
+
+
+def test_wrong_predictions_score_lower(tiny_corpus, tmp_path):
+  _, examples = ev.load_examples(f"{tiny_corpus}/test.jsonl", 0)
+  path = tmp_path / "p.jsonl"
+  # Each transition gets the previous transition's reference: fluent but wrong.
+  write_predictions(path, examples, lambda ex: [ex.episode.steps[ex.index - 1].next_state])
+  o = ev.evaluate(examples, ev.read_predictions(str(path), examples))["overall"]
+  assert o["pass"]["mean"] < 0.5 and o["exact"]["mean"] < 0.5 and o["bleu1"]["mean"] < 0.95
+
+
+def test_prediction_file_errors_name_the_problem(tiny_corpus, tmp_path):
+  _, examples = ev.load_examples(f"{tiny_corpus}/test.jsonl", 0)
+  path = tmp_path / "p.jsonl"
+  write_predictions(path, examples[1:], lambda ex: ["x"])
+  with pytest.raises(ValueError, match=f"no prediction for 1 transition.*{examples[0].key}"):
+    ev.read_predictions(str(path), examples)
+  path.write_text('{"id": "a"}\n')
+  with pytest.raises(ValueError, match=f"{path}:1: expected"):
+    ev.read_predictions(str(path), examples)
+
+
+def test_evaluate_cli_on_a_model_and_on_predictions(tiny_corpus, tmp_path):
+  workdir = str(tmp_path / "wm")
+  train(tiny_config(tiny_corpus, **{"train.steps": 3}), workdir)
+  out = tmp_path / "model.json"
+  res = subprocess.run([sys.executable, "-m", "launch.evaluate", f"--workdir={workdir}",
+                        f"--data={tiny_corpus}/test.jsonl", f"--out={out}", "--num_samples=2",
+                        "--max_examples=10", "--steps=4", "--max_rollouts=2", "--max_steered=2"],
+                       capture_output=True, text=True)
+  assert res.returncode == 0, res.stderr[-2000:]
+  report = json.loads(out.read_text())
+  assert report["source"]["objective"] == "mdlm" and report["examples"] == 10
+  assert set(report["rollout"]["pass_by_horizon"]) <= {"1", "2", "4", "8"}
+  bad = subprocess.run([sys.executable, "-m", "launch.evaluate", f"--predictions={out}",
+                        f"--data={tiny_corpus}/test.jsonl", f"--out={tmp_path / 'x.json'}"],
+                       capture_output=True, text=True)
+  assert bad.returncode != 0 and "expected" in bad.stderr
