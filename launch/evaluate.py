@@ -13,6 +13,7 @@ overall and per environment.
 import dataclasses
 import json
 import os
+import time
 
 from absl import app, flags
 
@@ -58,12 +59,16 @@ def main(argv):
                                                        **overrides)[0]
       episodes, examples = ev.load_examples(FLAGS.data, wm.cfg.data.history_len,
                                             cfg.max_examples)
+      t0 = time.perf_counter()
       predictions = ev.predict_all(predict, [ex.transition for ex in examples],
                                    [None] * len(examples), cfg, "sample")
+      seconds = (time.perf_counter() - t0) / max(len(examples), 1)
       report = ev.evaluate(examples, predictions, episodes=episodes, predict=predict,
                            rollout=rollout, cfg=cfg)
       source = {"workdir": os.path.abspath(FLAGS.workdir), "objective": wm.objective,
-                "params": wm.num_params, "sample": {**wm.cfg.sample.to_dict(), **overrides}}
+                "params": wm.num_params, "sample": {**wm.cfg.sample.to_dict(), **overrides},
+                # Includes compilation: a rough figure; launch.bench measures latency.
+                "seconds_per_transition": seconds}
   except (schema.SchemaError, ValueError, FileNotFoundError) as e:
     raise app.UsageError(str(e)) from None
   report = {"source": source, "data": os.path.abspath(FLAGS.data),

@@ -122,16 +122,22 @@ def _summaries(rows: list[dict], keys: Sequence[str]) -> dict:
   return stats.summarize(rows, list(keys))
 
 
+MAUVE_MIN_REFERENCES = 25
+
+
 def mauve_by_env(examples: Sequence[Example], predictions: Sequence[Sequence[str]]) -> dict:
-  """MAUVE of first samples vs references per environment (TF-IDF + SVD features)."""
+  """MAUVE of all samples vs the references, per environment (TF-IDF + SVD features).
+
+  Below MAUVE_MIN_REFERENCES references the quantized distributions have so
+  few buckets that the score says nothing (garbage reached 0.998 at 10
+  references), so it is reported as null.
+  """
   by_env = collections.defaultdict(lambda: ([], []))
   for ex, samples in zip(examples, predictions):
-    by_env[ex.episode.env][0].append(samples[0])
+    by_env[ex.episode.env][0].extend(samples)
     by_env[ex.episode.env][1].append(ex.step.next_state)
-  out = {}
-  for env, (preds, refs) in sorted(by_env.items()):
-    out[env] = metrics.mauve_score(preds, refs) if len(refs) >= 4 else float("nan")
-  return out
+  return {env: (metrics.mauve_score(preds, refs) if len(refs) >= MAUVE_MIN_REFERENCES
+                else None) for env, (preds, refs) in sorted(by_env.items())}
 
 
 def steerability(predict: Predictor, examples: Sequence[Example], predictions, cfg: EvalConfig):
@@ -153,7 +159,8 @@ def rollout_consistency(rollout: Callable | None, episodes: Sequence[schema.Epis
                         cfg: EvalConfig) -> dict | None:
   """Open-loop rollouts of each episode's actions, scored against the recorded
   real next states (the environments are deterministic, so these are what the
-  real environment returns for the same actions): pass rate by horizon."""
+  real environment returns for the same actions): pass rate and mean state-
+  check score (the environment's callback) by horizon."""
   if rollout is None or not cfg.max_rollouts:
     return None
   longest = max(cfg.horizons)
@@ -169,12 +176,14 @@ def rollout_consistency(rollout: Callable | None, episodes: Sequence[schema.Epis
     predicted = rollout(ep.spec, actions, cfg.seed + i)
     for k, (step, text) in enumerate(zip(ep.steps, predicted), start=1):
       if k in cfg.horizons:
-        rows.append((k, grounding.grounding_scores(ep.env, ep.spec, step, text)["pass"]))
+        scores = grounding.grounding_scores(ep.env, ep.spec, step, text)
+        rows.append((k, scores["pass"], scores.get("env", scores["checks"])))
     progress.update()
   progress.close()
-  return {"episodes": len(chosen),
-          "pass_by_horizon": {str(k): v for k, v in
-                              grounding.pass_rate_by_horizon(rows).items()}}
+  by_horizon = lambda col: {str(k): v for k, v in grounding.pass_rate_by_horizon(
+      (r[0], r[col]) for r in rows).items()}
+  return {"episodes": len(chosen), "pass_by_horizon": by_horizon(1),
+          "score_by_horizon": by_horizon(2)}
 
 
 def evaluate(examples: Sequence[Example], predictions: Sequence[Sequence[str]], *,

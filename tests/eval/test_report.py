@@ -1,0 +1,33 @@
+import json
+import os
+import subprocess
+import sys
+
+
+def fake_report(objective, params, steps, value):
+  s = {"mean": value, "low": value - 0.1, "high": value + 0.1, "n": 10}
+  return {"source": {"objective": objective, "params": params, "seconds_per_transition": steps / 100,
+                     "sample": {"steps": steps}},
+          "overall": {k: s for k in ("bleu1", "rouge_l", "exact", "checks", "env", "pass",
+                                     "trailing_pass", "self_bleu", "distinct_2")},
+          "per_env": {"shop": {"pass": s}}, "mauve": {"shop": 0.5, "lab": None},
+          "rollout": {"pass_by_horizon": {"1": value, "2": value / 2},
+                      "score_by_horizon": {"1": value, "2": value / 2}}}
+
+
+def test_report_cli_writes_table_and_plots(tmp_path):
+  paths = []
+  for i, (obj, params, steps, v) in enumerate([("mdlm", 1e6, 8, 0.3), ("mdlm", 1e6, 32, 0.5),
+                                               ("ar", 4e6, 0, 0.4)]):
+    p = tmp_path / f"r{i}.json"
+    p.write_text(json.dumps(fake_report(obj, params, steps, v)))
+    paths.append(str(p))
+  out = tmp_path / "out"
+  res = subprocess.run([sys.executable, "-m", "launch.report", f"--reports={','.join(paths)}",
+                        "--names=m8,m32,ar4x", f"--out={out}"], capture_output=True, text=True)
+  assert res.returncode == 0, res.stderr[-2000:]
+  md = (out / "results.md").read_text()
+  assert "| pass | 0.300 [0.200, 0.400] | 0.500 [0.400, 0.600] | 0.400 [0.300, 0.500] |" in md
+  assert "| MAUVE: shop | 0.500 |" in md and "| MAUVE: lab | - |" in md
+  for png in ("pass_by_size.png", "pass_by_horizon.png", "quality_latency_vs_steps.png"):
+    assert os.path.getsize(out / png) > 1000 and f"]({png})" in md
