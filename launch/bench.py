@@ -10,6 +10,7 @@ this machine, not a vendor figure.
 """
 
 import json
+import resource
 import time
 
 import jax
@@ -26,8 +27,9 @@ from mdlm_wm.train import trainer
 FLAGS = flags.FLAGS
 flags.DEFINE_list("configs", ["quickstart", "small"], "Config names under configs/.")
 flags.DEFINE_integer("train_steps", 10, "Timed train steps after one warm-up step (0: skip).")
-flags.DEFINE_list("sampler_steps", ["8", "16", "32", "64"], "MDLM denoising steps to time.")
-flags.DEFINE_integer("sample_batch", 4, "Prompts per sampler call.")
+flags.DEFINE_list("sampler_steps", ["16", "32", "64"], "MDLM denoising steps to time.")
+flags.DEFINE_integer("sample_batch", 8, "Prompts per sampler call (B).")
+flags.DEFINE_integer("num_samples", 4, "Samples per prompt (G).")
 flags.DEFINE_integer("repeats", 3, "Timed sampler calls per setting (after a warm-up call).")
 flags.DEFINE_integer("vocab_size", 4096, "Vocabulary size of the synthetic models.")
 flags.DEFINE_string("out", "", "Optional JSON output file.")
@@ -64,7 +66,14 @@ class _FakeTokenizer:
   marker_ids = {"target": TARGET_MARKER}
 
 
-def bench_train(cfg, peak: float) -> dict:
+def peak_rss_mib() -> float:
+  """Peak resident memory of this process so far (Linux reports KiB)."""
+  return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def bench_train(cfg, peak: float, objective: str) -> dict:
+  cfg = cfg.copy_and_resolve_references()
+  cfg.objective = objective
   model_cfg = config_lib.model_config(cfg, FLAGS.vocab_size)
   mesh = sharding.make_mesh(cfg.mesh.shape)
   graphdef, params = trainer.create_model(model_cfg, mesh, sharding.rules_dict(cfg.mesh.rules), 0)
@@ -74,6 +83,9 @@ def bench_train(cfg, peak: float) -> dict:
   obj = config_lib.objective_config(cfg, _FakeTokenizer())
   step = jax.jit(trainer.make_train_step(graphdef, obj, tx), donate_argnums=(0,))
   batch = {k: jnp.asarray(v) for k, v in synthetic_batch(cfg, np.random.default_rng(0)).items()}
+  t0 = time.perf_counter()
+  step = step.lower(state, batch, jax.random.key(0)).compile()
+  compile_s = time.perf_counter() - t0
   state, m = step(state, batch, jax.random.key(0))
   jax.block_until_ready(m)
   t0 = time.perf_counter()
@@ -83,22 +95,27 @@ def bench_train(cfg, peak: float) -> dict:
   dt = (time.perf_counter() - t0) / FLAGS.train_steps
   tokens = cfg.data.batch_size * cfg.data.seq_len
   flops = model_cfg.flops_per_token(cfg.data.seq_len) * tokens / dt
-  return {"params": model_cfg.num_params(), "step_ms": dt * 1e3,
-          "tokens_per_sec": tokens / dt, "model_tflops": flops / 1e12, "mfu": flops / peak}
+  return {"objective": objective, "params": model_cfg.num_params(), "step_ms": dt * 1e3,
+          "compile_s": compile_s, "tokens_per_sec": tokens / dt, "model_tflops": flops / 1e12,
+          "mfu": flops / peak, "peak_rss_mib": peak_rss_mib()}
 
 
-def _timed(fn, repeats: int) -> float:
+def _timed(fn, repeats: int) -> tuple[float, float]:
+  """(first call incl. compilation in s, mean later call in ms)."""
+  t0 = time.perf_counter()
   jax.block_until_ready(fn(0))
+  first = time.perf_counter() - t0
   t0 = time.perf_counter()
   for i in range(repeats):
     out = fn(i + 1)
   jax.block_until_ready(out)
-  return (time.perf_counter() - t0) / repeats * 1e3
+  return first, (time.perf_counter() - t0) / repeats * 1e3
 
 
 def bench_sampler(cfg) -> list[dict]:
-  """Latency of one call: B prompts x 1 sample, the config's context and canvas."""
-  B, C, T = FLAGS.sample_batch, cfg.data.max_context_len, cfg.data.max_target_len
+  """Latency of one call: B prompts x G samples, the config's context and canvas."""
+  B, G = FLAGS.sample_batch, FLAGS.num_samples
+  C, T = cfg.data.max_context_len, cfg.data.max_target_len
   rng = np.random.default_rng(1)
   context = rng.integers(13, FLAGS.vocab_size, (B, C)).astype(np.int32)
   context[:, -1] = TARGET_MARKER
@@ -115,21 +132,25 @@ def bench_sampler(cfg) -> list[dict]:
                                             sharding.rules_dict(cfg.mesh.rules), 0)
     if attention == "causal":
       dcfg = ar_decode.DecodeConfig(max_len=T, temperature=1.0)
-      ms = _timed(lambda i: ar_decode.decode(graphdef, params, context, valid,
-                                             jax.random.key(i), dcfg, num_samples=1),
-                  FLAGS.repeats)
-      rows.append({"model": "ar", "mode": "kv-cache", "steps": T, "ms_per_call": ms})
+      first, ms = _timed(lambda i: ar_decode.decode(graphdef, params, context, valid,
+                                                    jax.random.key(i), dcfg, num_samples=G),
+                         FLAGS.repeats)
+      rows.append({"model": "ar", "mode": "kv-cache", "steps": T, "ms_per_call": ms,
+                   "first_call_s": first})
       continue
     for steps in map(int, FLAGS.sampler_steps):
       for cache in (False, True):
         scfg = mdlm_sampler.SamplerConfig(steps=steps, use_prefix_cache=cache)
-        ms = _timed(lambda i, scfg=scfg: mdlm_sampler.sample(
-            graphdef, params, context, valid, fixed, jax.random.key(i), scfg, num_samples=1,
+        first, ms = _timed(lambda i, scfg=scfg: mdlm_sampler.sample(
+            graphdef, params, context, valid, fixed, jax.random.key(i), scfg, num_samples=G,
             mask_id=MASK_ID).tokens_BGT, FLAGS.repeats)
         rows.append({"model": "mdlm", "mode": "prefix-cache" if cache else "full",
-                     "steps": steps, "ms_per_call": ms})
+                     "steps": steps, "ms_per_call": ms, "first_call_s": first})
+  ar_ms = next(r["ms_per_call"] for r in rows if r["model"] == "ar")
   for r in rows:
-    r.update(batch=B, context_len=C, target_len=T)
+    r.update(batch=B, samples=G, context_len=C, target_len=T,
+             next_states_per_sec=B * G / (r["ms_per_call"] / 1e3),
+             latency_vs_ar=r["ms_per_call"] / ar_ms, peak_rss_mib=peak_rss_mib())
   return rows
 
 
@@ -142,17 +163,22 @@ def main(argv):
   for name in FLAGS.configs:
     module = __import__(f"configs.{name}", fromlist=["get_config"])
     cfg = module.get_config()
-    train_row = bench_train(cfg, peak) if FLAGS.train_steps else None
-    if train_row:
-      print(f"\n[{name}] train: {train_row['params']:,} params, {train_row['step_ms']:.0f} "
-            f"ms/step, {train_row['tokens_per_sec']:.0f} tokens/s, MFU {100 * train_row['mfu']:.1f}%")
+    train_rows = [bench_train(cfg, peak, obj) for obj in ("mdlm", "ar")] if FLAGS.train_steps else []
+    for r in train_rows:
+      print(f"\n[{name}] train {r['objective']}: {r['params']:,} params, {r['step_ms']:.0f} "
+            f"ms/step (compile {r['compile_s']:.1f}s), {r['tokens_per_sec']:.0f} tokens/s, "
+            f"MFU {100 * r['mfu']:.1f}%, peak RSS {r['peak_rss_mib']:.0f} MiB")
     sample_rows = bench_sampler(cfg)
-    print(f"[{name}] sampler latency (batch {FLAGS.sample_batch}, context "
-          f"{cfg.data.max_context_len}, target {cfg.data.max_target_len}):")
-    print("| model | mode | steps | ms/call |\n|---|---|---|---|")
+    print(f"[{name}] sampler, B x G = {FLAGS.sample_batch} x {FLAGS.num_samples}, context "
+          f"{cfg.data.max_context_len}, target {cfg.data.max_target_len}:")
+    print("| model | mode | steps | ms/call | next states/s | latency / AR | first call s |\n"
+          "|---|---|---|---|---|---|---|")
     for r in sample_rows:
-      print(f"| {r['model']} | {r['mode']} | {r['steps']} | {r['ms_per_call']:.0f} |")
-    results["configs"][name] = {"train": train_row, "sampler": sample_rows}
+      print(f"| {r['model']} | {r['mode']} | {r['steps']} | {r['ms_per_call']:.0f} | "
+            f"{r['next_states_per_sec']:.1f} | {r['latency_vs_ar']:.2f} | "
+            f"{r['first_call_s']:.1f} |")
+    print(f"peak RSS {peak_rss_mib():.0f} MiB")
+    results["configs"][name] = {"train": train_rows, "sampler": sample_rows}
   if FLAGS.out:
     with open(FLAGS.out, "w") as f:
       json.dump(results, f, indent=2)
