@@ -12,6 +12,15 @@ from mdlm_wm.train.trainer import train
 from tests.conftest import tiny_config
 
 
+def train_command(cfg, overrides, workdir):
+  """`launch.train` on configs/tiny.py with cfg's data paths and `overrides`."""
+  flags = [f"--config.{k}={v}" for k, v in {
+      "data.train": cfg.data.train, "data.valid": cfg.data.valid,
+      "data.tokenizer": cfg.data.tokenizer, **overrides}.items()]
+  return [sys.executable, "-m", "launch.train", "--config=configs/tiny.py",
+          f"--workdir={workdir}", *flags]
+
+
 def losses(workdir):
   with open(os.path.join(workdir, "metrics.jsonl")) as f:
     rows = [json.loads(line) for line in f]
@@ -37,11 +46,7 @@ def test_kill_9_and_restart_gives_the_same_losses(tiny_corpus, tmp_path):
   ref = str(tmp_path / "ref")
   train(cfg, ref)
   workdir = str(tmp_path / "killed")
-  flags = [f"--config.{k}={v}" for k, v in {
-      "data.train": cfg.data.train, "data.valid": cfg.data.valid,
-      "data.tokenizer": cfg.data.tokenizer, **overrides}.items()]
-  cmd = [sys.executable, "-m", "launch.train", "--config=configs/tiny.py",
-         f"--workdir={workdir}", *flags]
+  cmd = train_command(cfg, overrides, workdir)
   proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
   ckpt = os.path.join(workdir, "checkpoints", "8")
   deadline = time.time() + 240
@@ -66,11 +71,7 @@ def test_sigterm_saves_a_checkpoint_and_the_next_launch_resumes(tiny_corpus, tmp
   overrides = {"train.steps": 60, "train.checkpoint_every": 50}
   cfg = tiny_config(tiny_corpus, **overrides)
   workdir = str(tmp_path / "preempted")
-  flags = [f"--config.{k}={v}" for k, v in {
-      "data.train": cfg.data.train, "data.valid": cfg.data.valid,
-      "data.tokenizer": cfg.data.tokenizer, **overrides}.items()]
-  cmd = [sys.executable, "-m", "launch.train", "--config=configs/tiny.py",
-         f"--workdir={workdir}", *flags]
+  cmd = train_command(cfg, overrides, workdir)
   proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
   metrics = os.path.join(workdir, "metrics.jsonl")
   deadline = time.time() + 240
