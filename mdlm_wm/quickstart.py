@@ -30,9 +30,10 @@ def build_data(cfg, workdir: str) -> str:
   stats_path = os.path.join(data_dir, "stats.json")
   if os.path.exists(stats_path):
     with open(stats_path) as f:
-      if json.load(f)["config"]["seed"] == ccfg.seed:
+      if json.load(f)["config"] == corpus.config_dict(ccfg):
         print(f"[data] reusing {data_dir}")
         return data_dir
+    print(f"[data] {data_dir} was built with another corpus config; rebuilding")
   result = corpus.build_corpus(ccfg, data_dir)
   print(corpus.format_summary(result))
   return data_dir

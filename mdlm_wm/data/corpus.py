@@ -76,6 +76,12 @@ class CorpusConfig:
       raise ValueError("every environment is held out: nothing left to train on")
 
 
+def config_dict(cfg: CorpusConfig) -> dict:
+  """The config as stats.json records it (JSON types only)."""
+  return {**dataclasses.asdict(cfg), "envs": list(cfg.envs),
+          "holdout_envs": list(cfg.holdout_envs), "policy_mix": dict(cfg.policy_mix)}
+
+
 def split_ranges(cfg: CorpusConfig) -> dict[str, tuple[int, int]]:
   """Episode index ranges [start, stop) of each split."""
   n = cfg.episodes_per_env
@@ -154,8 +160,7 @@ def build_corpus(cfg: CorpusConfig, out_dir: str, *, verbose: bool = True) -> di
   per_split = {split: {env: s.summary(tokenizer is not None) for env, s in sorted(st.items())}
                for split, st in env_stats.items()}
   result = {
-      "config": {**dataclasses.asdict(cfg), "envs": list(cfg.envs),
-                 "holdout_envs": list(cfg.holdout_envs), "policy_mix": dict(cfg.policy_mix)},
+      "config": config_dict(cfg),
       "splits": {split: {"envs": [env for env, _, _ in jobs],
                          "episode_index_range": list(jobs[0][1:]) if jobs else None,
                          "world_seeds": ([cfg.seed * SEED_STRIDE + jobs[0][1],
