@@ -138,6 +138,11 @@ def build_corpus(cfg: CorpusConfig, out_dir: str, *, verbose: bool = True) -> di
            if ranges[split][1] > ranges[split][0]}
   if cfg.holdout_envs:
     files[HELDOUT] = [(e, 0, cfg.episodes_per_env) for e in cfg.holdout_envs]
+  # A rebuild must not leave files of an earlier configuration behind.
+  for name in [f"{split}.jsonl" for split in (*SPLITS, HELDOUT) if split not in files] + (
+      [] if cfg.tokenizer_vocab else [TOKENIZER_FILE]):
+    if os.path.exists(os.path.join(out_dir, name)):
+      os.remove(os.path.join(out_dir, name))
   total = sum(stop - start for jobs in files.values() for _, start, stop in jobs)
   progress = Progress("build_corpus", total, "episodes") if verbose else None
   t0 = time.perf_counter()

@@ -77,6 +77,18 @@ def test_policy_mix_is_respected(built):
   assert {corpus._policy(only_expert, "shop", i) for i in range(20)} == {"expert"}
 
 
+def test_rebuild_removes_files_of_an_earlier_config(tmp_path):
+  out = str(tmp_path)
+  first = corpus.CorpusConfig(envs=["shop", "files"], episodes_per_env=5, holdout_envs=["files"],
+                              tokenizer_vocab=512)
+  corpus.build_corpus(first, out, verbose=False)
+  assert os.path.exists(os.path.join(out, "heldout_env.jsonl"))
+  second = corpus.CorpusConfig(envs=["shop"], episodes_per_env=5, tokenizer_vocab=0)
+  corpus.build_corpus(second, out, verbose=False)
+  assert not os.path.exists(os.path.join(out, "heldout_env.jsonl"))
+  assert not os.path.exists(os.path.join(out, "tokenizer.model"))
+
+
 def test_bad_configs_are_rejected():
   with pytest.raises(ValueError, match="unknown environment 'nope'"):
     corpus.CorpusConfig(envs=["nope"], episodes_per_env=1).validate()
