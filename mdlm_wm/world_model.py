@@ -97,13 +97,12 @@ class WorldModel:
     context = np.zeros((len(serialized), C), np.int32)
     valid = np.zeros((len(serialized), C), bool)
     uncond = np.zeros((len(serialized), C), bool)
-    markers = self.tokenizer.marker_ids
     for b, s in enumerate(serialized):
       ids = s.context_ids
       context[b, C - len(ids):] = ids
       valid[b, C - len(ids):] = True
       steer = np.zeros(len(ids), bool)
-      steer[ids.index(markers["steer"]) + 1:ids.index(markers["history"])] = True
+      steer[slice(*s.steer_span)] = True
       uncond[b, C - len(ids):] = ~steer
     return context, valid, uncond
 

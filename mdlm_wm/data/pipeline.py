@@ -162,9 +162,8 @@ class _ToRow(grain.transforms.Map):
     mask[len(ser.context_ids):] = 1
     # The steer's content tokens, so training can drop z (classifier-free
     # guidance) by hiding them from attention.
-    markers = self.serializer.tok.marker_ids
     steer = np.zeros_like(tokens)
-    steer[ser.context_ids.index(markers["steer"]) + 1:ser.context_ids.index(markers["history"])] = 1
+    steer[slice(*ser.steer_span)] = 1
     return {"tokens": tokens, "target_mask": mask, "steer_mask": steer}
 
 

@@ -67,6 +67,9 @@ class Serialized:
   context_ids: list[int]
   target_ids: list[int]  # includes the trailing <eot> unless the target was cut
   truncation: Truncation
+  # [start, end) of the steer's tokens in context_ids: classifier-free
+  # guidance hides exactly these (training dropout and the sampler alike).
+  steer_span: tuple[int, int] = (0, 0)
 
 
 def transition_at(ep: Episode, k: int, history_len: int) -> Transition:
@@ -180,8 +183,9 @@ class Serializer:
                                or cut.request_tokens_cut))
 
     context = ([m["s0"]] + segs["s0"] + [m["task"]] + segs["task"] + [m["tools"]]
-               + segs["tools"] + [m["rules"]] + segs["rules"] + [m["steer"]] + segs["steer"]
-               + [m["history"]])
+               + segs["tools"] + [m["rules"]] + segs["rules"] + [m["steer"]])
+    steer_span = (len(context), len(context) + len(segs["steer"]))
+    context += segs["steer"] + [m["history"]]
     for s, a in history:
       context += [m["state"]] + s + [m["action"]] + a
     context += [m["state"]] + state + [m["action"]] + action + [m["target"]]
@@ -191,4 +195,4 @@ class Serializer:
       cut.target_tokens_cut = len(target) - self.max_target_len
       cut.target_cut = 1
       target = target[:self.max_target_len]
-    return Serialized(context, target, cut)
+    return Serialized(context, target, cut, steer_span)

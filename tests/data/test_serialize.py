@@ -75,6 +75,16 @@ def test_layout_markers_in_order_and_round_trip(tok):
   assert not any(out.truncation.as_dict().values())
 
 
+def test_steer_span_covers_exactly_the_steer_tokens(tok):
+  out = Serializer(tok, 512, 64).serialize(_transition())
+  start, end = out.steer_span
+  assert out.context_ids[start - 1] == tok.marker_ids["steer"]
+  assert out.context_ids[end] == tok.marker_ids["history"]
+  assert tok.decode(out.context_ids[start:end]) == "be terse"
+  empty = Serializer(tok, 512, 64).serialize(_transition(), steer="")
+  assert empty.steer_span[0] == empty.steer_span[1]
+
+
 def test_steer_override_drops_the_steer(tok):
   ser = Serializer(tok, 512, 64)
   tr = _transition()
