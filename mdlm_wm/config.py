@@ -156,6 +156,114 @@ def validate(cfg) -> None:
   _check(cfg.eval.batch_size >= 1, "eval.batch_size", "must be >= 1")
 
 
+# ------------------------------------------------------------------ GRPO
+
+# Kept here (not imported from mdlm_wm.rl) so that config validation does not
+# pull in the reward code; tests check the two lists agree.
+ADVANTAGE_MODES = ("std", "mean", "loo")
+KL_ESTIMATORS = ("k1", "k2", "k3")
+MDLM_LOGPROBS = ("coupled", "one_step")
+REWARD_KEYS = ("state_check", "format", "bleu1", "rouge_l", "length")
+
+
+def grpo_base_config() -> ml_collections.ConfigDict:
+  """World-model GRPO: the model, tokenizer and data layout come from the
+  supervised checkpoint (`init`); this config holds what GRPO changes."""
+  c = ml_collections.ConfigDict()
+  c.init = ""  # the supervised (SFT) workdir; launch.grpo's --init sets it
+  c.seed = 0
+
+  c.data = ml_collections.ConfigDict()
+  c.data.train = ""  # comma-separated JSONL; "" = the SFT run's data.train
+  c.data.eval = ""  # comma-separated JSONL splits scored before, during and after
+
+  c.grpo = ml_collections.ConfigDict()
+  c.grpo.num_prompts = 8  # B transitions per step
+  c.grpo.num_generations = 4  # G next states per transition
+  c.grpo.mu = 2  # policy-gradient updates per batch of rollouts
+  c.grpo.clip_eps = 0.2
+  c.grpo.beta = 0.02  # KL to the frozen SFT model
+  c.grpo.kl_estimator = "k3"
+  c.grpo.advantage = "std"
+  c.grpo.mdlm_logprob = "coupled"  # the AR path is always exact
+  c.grpo.prompt_mask_rate = 0.15  # one_step only (d1's random prompt masking)
+  c.grpo.reward_on_error = 0.0  # reward of a callback that raises or returns NaN/inf
+  c.grpo.score_threads = 0  # 0: score on the main thread
+
+  c.rewards = ml_collections.ConfigDict()  # weights; 0 turns a term off
+  c.rewards.state_check = 1.0
+  c.rewards.format = 0.0
+  c.rewards.bleu1 = 0.0
+  c.rewards.rouge_l = 0.0
+  c.rewards.length = 0.0
+
+  c.sample = ml_collections.ConfigDict()  # rollout sampling (MDLM steps ignored by AR)
+  c.sample.steps = 16
+  c.sample.temperature = 1.0
+
+  c.optim = ml_collections.ConfigDict()
+  c.optim.lr = 1e-4
+  c.optim.warmup_steps = 5
+  c.optim.min_lr_ratio = 1.0  # constant after warmup
+  c.optim.weight_decay = 0.0
+  c.optim.b1 = 0.9
+  c.optim.b2 = 0.98
+  c.optim.clip_norm = 1.0
+
+  c.train = ml_collections.ConfigDict()
+  c.train.steps = 100
+  c.train.log_every = 5
+  c.train.eval_every = 50
+  c.train.eval_examples = 96  # per eval split; 0: all
+  c.train.eval_samples = 4
+  c.train.checkpoint_every = 25
+  c.train.keep_checkpoints = 2
+  c.train.tensorboard = True
+
+  c.mesh = ml_collections.ConfigDict()
+  c.mesh.shape = (-1, 1, 1)
+  c.mesh.num_devices = 0
+  return c
+
+
+def validate_grpo(cfg, batch_shards: int = 1) -> None:
+  """Raises ValueError naming the first bad key; `batch_shards` is the mesh's
+  data x fsdp size, which must divide the B x G rollouts of a step."""
+  g = cfg.grpo
+  _check(g.num_prompts >= 1, "grpo.num_prompts", "must be >= 1")
+  _check(g.num_generations >= 2, "grpo.num_generations",
+         "must be >= 2 (advantages are relative to the group)")
+  _check(g.mu >= 1, "grpo.mu", "must be >= 1")
+  _check(g.clip_eps > 0, "grpo.clip_eps", "must be > 0")
+  _check(g.beta >= 0, "grpo.beta", "must be >= 0")
+  _check(g.kl_estimator in KL_ESTIMATORS, "grpo.kl_estimator", f"must be one of {KL_ESTIMATORS}")
+  _check(g.advantage in ADVANTAGE_MODES, "grpo.advantage", f"must be one of {ADVANTAGE_MODES}")
+  _check(g.mdlm_logprob in MDLM_LOGPROBS, "grpo.mdlm_logprob", f"must be one of {MDLM_LOGPROBS}")
+  _check(0 <= g.prompt_mask_rate < 1, "grpo.prompt_mask_rate", "must be in [0, 1)")
+  _check(g.score_threads >= 0, "grpo.score_threads", "must be >= 0")
+  rollouts = g.num_prompts * g.num_generations
+  _check(rollouts % batch_shards == 0, "grpo.num_prompts",
+         f"num_prompts x num_generations ({rollouts}) must be divisible by the mesh's "
+         f"data x fsdp size ({batch_shards})")
+  unknown = set(cfg.rewards.keys()) - set(REWARD_KEYS)
+  _check(not unknown, "rewards", f"unknown reward(s) {sorted(unknown)}; known: {REWARD_KEYS}")
+  _check(any(cfg.rewards[k] != 0 for k in cfg.rewards.keys()), "rewards",
+         "at least one reward weight must be nonzero")
+  _check(cfg.sample.steps >= 1, "sample.steps", "must be >= 1")
+  _check(cfg.sample.temperature > 0, "sample.temperature",
+         "must be > 0 (greedy rollouts give every group zero spread)")
+  o, t = cfg.optim, cfg.train
+  _check(o.lr > 0, "optim.lr", "must be > 0")
+  _check(0 <= o.min_lr_ratio <= 1, "optim.min_lr_ratio", "must be in [0, 1]")
+  _check(o.clip_norm >= 0, "optim.clip_norm", "must be >= 0 (0: off)")
+  _check(t.steps >= 1, "train.steps", "must be >= 1")
+  _check(0 <= o.warmup_steps < t.steps, "optim.warmup_steps", "must be in [0, train.steps)")
+  for key in ("log_every", "eval_every", "checkpoint_every", "keep_checkpoints", "eval_samples"):
+    _check(t[key] >= 1, f"train.{key}", "must be >= 1")
+  _check(t.eval_examples >= 0, "train.eval_examples", "must be >= 0")
+  _check(len(cfg.mesh.shape) == 3, "mesh.shape", "must have 3 entries (data, fsdp, tensor)")
+
+
 def model_config(cfg, vocab_size: int) -> ModelConfig:
   m = cfg.model
   return ModelConfig(vocab_size=vocab_size, d_model=m.d_model, n_layers=m.n_layers,

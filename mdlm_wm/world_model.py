@@ -16,6 +16,7 @@ from __future__ import annotations
 import dataclasses
 import os
 from collections.abc import Sequence
+from typing import NamedTuple
 
 import jax
 import ml_collections
@@ -34,6 +35,14 @@ from mdlm_wm.train.checkpoint import Checkpointer
 # Context lengths are padded up to a multiple of this, so a stream of
 # requests compiles the sampler a handful of times, not once per length.
 CONTEXT_BUCKET = 64
+
+
+class Samples(NamedTuple):
+  """What one sampler call saw and drew (host arrays)."""
+  context_BC: np.ndarray  # left-padded context ids
+  valid_BC: np.ndarray  # real context tokens
+  fixed_BT: np.ndarray  # pinned canvas tokens (-1: free)
+  tokens_BGT: np.ndarray  # G canvases per context
 
 
 @dataclasses.dataclass(frozen=True)
@@ -62,8 +71,9 @@ class WorldModel:
     self.num_params = config_lib.model_config(cfg, tokenizer.vocab_size).num_params()
 
   @classmethod
-  def load(cls, workdir: str, step: int | None = None) -> WorldModel:
-    """Restores the params of the latest (or a given) checkpoint in `workdir`."""
+  def load(cls, workdir: str, step: int | None = None, mesh=None) -> WorldModel:
+    """Restores the params of the latest (or a given) checkpoint in `workdir`,
+    sharded on `mesh` by the checkpoint's rules (default: one device)."""
     ckpt = Checkpointer(os.path.join(workdir, trainer.CHECKPOINT_DIR), save_every=1)
     step = step if step is not None else ckpt.latest_step()
     if step is None:
@@ -72,7 +82,7 @@ class WorldModel:
     cfg = ml_collections.ConfigDict(meta["config"])
     tokenizer = Tokenizer.load(os.path.join(workdir, meta["tokenizer"]))
     model_cfg = config_lib.model_config(cfg, tokenizer.vocab_size)
-    mesh = sharding.make_mesh((1, 1, 1), jax.devices()[:1])
+    mesh = mesh if mesh is not None else sharding.make_mesh((1, 1, 1), jax.devices()[:1])
     graphdef, params = trainer.create_model(model_cfg, mesh, sharding.rules_dict(cfg.mesh.rules),
                                             cfg.seed)
     tx, _ = trainer.make_optimizer(cfg)
@@ -139,20 +149,25 @@ class WorldModel:
 
   # ------------------------------------------------------------------ generation
 
-  def generate(self, transitions: Sequence[Transition], *, num_samples: int = 1, seed: int = 0,
-               steers: Sequence[str | None] | None = None,
-               anchors: Sequence[Anchors | None] | None = None, **sample_overrides
-               ) -> list[list[str]]:
-    """`num_samples` next states for each transition (one jitted call)."""
+  def sample_tokens(self, transitions: Sequence[Transition], *, num_samples: int = 1,
+                    seed: int = 0, steers: Sequence[str | None] | None = None,
+                    anchors: Sequence[Anchors | None] | None = None, params=None,
+                    **sample_overrides) -> Samples:
+    """Token canvases of `num_samples` next states per transition (one jitted call).
+
+    `params` replaces the loaded params for this call (GRPO samples from the
+    policy it is training).
+    """
     context, valid, uncond = self.encode_contexts(transitions, steers)
     anchors = anchors or [None] * len(transitions)
     fixed = self.fixed_canvas(anchors)
     rng = jax.random.key(seed)
+    params = self.params if params is None else params
     s = {**self.cfg.sample.to_dict(), **sample_overrides}
     if self.objective == "ar":
       cfg = ar_decode.DecodeConfig(max_len=self.canvas_len, temperature=s["temperature"],
                                    top_p=s["top_p"], eot_id=self.tokenizer.eot_id)
-      tokens = ar_decode.decode(self.graphdef, self.params, context, valid, rng, cfg,
+      tokens = ar_decode.decode(self.graphdef, params, context, valid, rng, cfg,
                                 num_samples=num_samples, fixed_BT=fixed)
     else:
       cfg = mdlm_sampler.SamplerConfig(
@@ -160,12 +175,24 @@ class WorldModel:
           confidence=s["confidence"], schedule=self.cfg.diffusion.schedule,
           block_size=s["block_size"], cfg_scale=s["cfg_scale"],
           use_prefix_cache=s["use_prefix_cache"])
-      tokens = mdlm_sampler.sample(self.graphdef, self.params, context, valid, fixed, rng, cfg,
+      tokens = mdlm_sampler.sample(self.graphdef, params, context, valid, fixed, rng, cfg,
                                    num_samples=num_samples, mask_id=self.tokenizer.mask_id,
                                    uncond_valid_BC=uncond).tokens_BGT
-    tokens = np.asarray(jax.device_get(tokens))
-    return [[self._text(tokens[b, g], fixed[b]) for g in range(num_samples)]
-            for b in range(len(transitions))]
+    return Samples(context, valid, fixed, np.asarray(jax.device_get(tokens)))
+
+  def texts(self, samples: Samples) -> list[list[str]]:
+    """The next-state text of every canvas in `samples`: [B][G]."""
+    B, G, _ = samples.tokens_BGT.shape
+    return [[self._text(samples.tokens_BGT[b, g], samples.fixed_BT[b]) for g in range(G)]
+            for b in range(B)]
+
+  def generate(self, transitions: Sequence[Transition], *, num_samples: int = 1, seed: int = 0,
+               steers: Sequence[str | None] | None = None,
+               anchors: Sequence[Anchors | None] | None = None, **sample_overrides
+               ) -> list[list[str]]:
+    """`num_samples` next states for each transition (one jitted call)."""
+    return self.texts(self.sample_tokens(transitions, num_samples=num_samples, seed=seed,
+                                         steers=steers, anchors=anchors, **sample_overrides))
 
   def step(self, spec: Spec, history: Sequence[tuple[str, str]], state: str, action: str, *,
            steer: str | None = None, fixed: Anchors | None = None, num_samples: int = 1,

@@ -15,7 +15,7 @@ NAMES = sorted(m.name for m in pkgutil.walk_packages(configs.__path__, "configs.
 @pytest.mark.parametrize("name", NAMES)
 def test_config_validates(name):
   cfg = importlib.import_module(name).get_config()
-  config_lib.validate(cfg)
+  (config_lib.validate_grpo if "grpo" in cfg else config_lib.validate)(cfg)
 
 
 def test_study_sizes():

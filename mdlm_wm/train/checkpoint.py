@@ -32,10 +32,11 @@ class Checkpointer:
     return self._mngr.should_save(step)
 
   def save(self, step: int, state: Any, data_iter, meta: dict, *, force: bool = False) -> bool:
-    args = ocp.args.Composite(state=ocp.args.StandardSave(state),
-                              data=grain.checkpoint.CheckpointSave(data_iter),
-                              meta=ocp.args.JsonSave(meta))
-    return self._mngr.save(step, args=args, force=force)
+    """`data_iter` None: a run whose data order is a pure function of the step (GRPO)."""
+    items = {"state": ocp.args.StandardSave(state), "meta": ocp.args.JsonSave(meta)}
+    if data_iter is not None:
+      items["data"] = grain.checkpoint.CheckpointSave(data_iter)
+    return self._mngr.save(step, args=ocp.args.Composite(**items), force=force)
 
   def restore(self, step: int, abstract_state: Any, data_iter=None) -> tuple[Any, dict]:
     """Restores `state` (sharded like `abstract_state`) and, if given, the iterator."""

@@ -110,7 +110,7 @@ def make_eval_step(graphdef, obj_cfg):
   return eval_fn
 
 
-class _Preemption:
+class Preemption:
   """Turns SIGTERM into a flag the loop checks between steps."""
 
   def __init__(self):
@@ -265,7 +265,7 @@ def train(cfg, workdir: str, *, max_steps: int | None = None) -> TrainResult:
       writer.write(step, m)
       progress.update(step, m)
 
-  with _Preemption() as preemption:
+  with Preemption() as preemption:
     for step in range(start + 1, stop_at + 1):
       local = next(train_iter)
       batch = _global_batch(local, batch_sh)

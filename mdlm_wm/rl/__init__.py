@@ -1,0 +1,1 @@
+"""Reinforcement learning on world models: GRPO objective pieces and rewards."""
