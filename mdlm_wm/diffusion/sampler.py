@@ -224,7 +224,7 @@ def _logits_fn(model, cfg: SamplerConfig, context_BC, valid_WBC, num_samples: in
     ones = jnp.ones((W * N, T), jnp.int32)
     segments = jnp.concatenate([segment_MC, ones], axis=1)
     target_mask = jnp.concatenate([jnp.zeros_like(segment_MC), ones], axis=1)
-    out = model(tokens, positions, segments, target_mask)[:, C:]
+    out = model.logits(model.hidden(tokens, positions, segments, target_mask)[:, C:])
     return combine(out.reshape((W, N) + out.shape[1:]))
 
   return logits

@@ -232,6 +232,15 @@ class Transformer(nnx.Module):
 
   def __call__(self, tokens_BL, positions_BL=None, segment_ids_BL=None, target_mask_BL=None):
     """Logits for a packed batch; defaults: one unpadded example per row."""
+    return self.logits(self.hidden(tokens_BL, positions_BL, segment_ids_BL, target_mask_BL))
+
+  def hidden(self, tokens_BL, positions_BL=None, segment_ids_BL=None, target_mask_BL=None):
+    """Last-layer hidden states [B, L, D] (before the final norm).
+
+    Callers that need logits of a few positions only (the samplers and the
+    GRPO estimators score the target canvas, not the context) slice these
+    first: the output projection is the largest matmul of a small model.
+    """
     B, L = tokens_BL.shape
     if positions_BL is None:
       positions_BL = jnp.broadcast_to(jnp.arange(L), (B, L))
@@ -243,7 +252,7 @@ class Transformer(nnx.Module):
     x = self.embed(tokens_BL)
     for block in self.blocks:
       x, _ = self._block(block, x, positions_BL, mask, None)
-    return self.logits(x)
+    return x
 
   def encode_context(self, tokens_BC, valid_BC):
     """Per-layer context keys/values under prefix (or causal) attention.

@@ -38,8 +38,9 @@ from mdlm_wm.diffusion import schedule as sched
 T_MIN = 1e-3
 
 
-def _forward(model, context_BC, valid_BC, canvas_BT):
-  """Logits [B, C+T, V] of [context | canvas] in the sampler's layout."""
+def _forward(model, context_BC, valid_BC, canvas_BT, shift: int = 0):
+  """Logits [B, T, V] of [context | canvas] in the sampler's layout, read at the
+  canvas columns moved left by `shift` (1 for next-token prediction)."""
   B, C = context_BC.shape
   T = canvas_BT.shape[1]
   tokens = jnp.concatenate([context_BC, canvas_BT], axis=1).astype(jnp.int32)
@@ -47,7 +48,8 @@ def _forward(model, context_BC, valid_BC, canvas_BT):
   ones = jnp.ones((B, T), jnp.int32)
   segments = jnp.concatenate([valid_BC.astype(jnp.int32), ones], axis=1)
   target = jnp.concatenate([jnp.zeros((B, C), jnp.int32), ones], axis=1)
-  return model(tokens, positions, segments, target)
+  hidden = model.hidden(tokens, positions, segments, target)
+  return model.logits(hidden[:, C - shift:C + T - shift])
 
 
 def _gather(logp_BTV, tokens_BT):
@@ -63,7 +65,7 @@ def _check_attention(model, causal: bool):
 def _subs_logp(model, context_BC, valid_BC, canvas_BT, completion_BT, mask_id: int):
   """SUBS log-prob [B, T] of each true completion token given the (masked) canvas."""
   _check_attention(model, causal=False)
-  logits = _forward(model, context_BC, valid_BC, canvas_BT)[:, context_BC.shape[1]:]
+  logits = _forward(model, context_BC, valid_BC, canvas_BT)
   return _gather(loss.subs_log_probs(logits, mask_id), completion_BT)
 
 
@@ -74,8 +76,7 @@ def ar_logprob(model, context_BC, valid_BC, completion_BT):
   least one real context token (its last column, as the AR decoder assumes).
   """
   _check_attention(model, causal=True)
-  C, T = context_BC.shape[1], completion_BT.shape[1]
-  logits = _forward(model, context_BC, valid_BC, completion_BT)[:, C - 1:C + T - 1]
+  logits = _forward(model, context_BC, valid_BC, completion_BT, shift=1)
   return _gather(jax.nn.log_softmax(logits.astype(jnp.float32), axis=-1), completion_BT)
 
 
