@@ -18,6 +18,14 @@ from mdlm_wm.model.transformer import ATTENTION_MODES, ModelConfig
 from mdlm_wm.train.objectives import OBJECTIVES, ObjectiveConfig
 
 
+def optim_config(*, lr: float, warmup_steps: int, min_lr_ratio: float,
+                 weight_decay: float) -> ml_collections.ConfigDict:
+  """AdamW with warmup and cosine decay (trainer.make_optimizer)."""
+  return ml_collections.ConfigDict(dict(
+      lr=lr, warmup_steps=warmup_steps, min_lr_ratio=min_lr_ratio, weight_decay=weight_decay,
+      b1=0.9, b2=0.98, clip_norm=1.0))
+
+
 def base_config() -> ml_collections.ConfigDict:
   c = ml_collections.ConfigDict()
   c.objective = "mdlm"  # mdlm | ar
@@ -58,14 +66,7 @@ def base_config() -> ml_collections.ConfigDict:
   c.diffusion.joint_mask_rate = 0.1
   c.diffusion.steer_drop_rate = 0.1
 
-  c.optim = ml_collections.ConfigDict()
-  c.optim.lr = 3e-3
-  c.optim.warmup_steps = 50
-  c.optim.min_lr_ratio = 0.1
-  c.optim.weight_decay = 0.01
-  c.optim.b1 = 0.9
-  c.optim.b2 = 0.98
-  c.optim.clip_norm = 1.0
+  c.optim = optim_config(lr=3e-3, warmup_steps=50, min_lr_ratio=0.1, weight_decay=0.01)
 
   c.train = ml_collections.ConfigDict()
   c.train.steps = 500
@@ -201,14 +202,8 @@ def grpo_base_config() -> ml_collections.ConfigDict:
   c.sample.steps = 16
   c.sample.temperature = 1.0
 
-  c.optim = ml_collections.ConfigDict()
-  c.optim.lr = 1e-4
-  c.optim.warmup_steps = 5
-  c.optim.min_lr_ratio = 1.0  # constant after warmup
-  c.optim.weight_decay = 0.0
-  c.optim.b1 = 0.9
-  c.optim.b2 = 0.98
-  c.optim.clip_norm = 1.0
+  # min_lr_ratio 1: constant after warmup.
+  c.optim = optim_config(lr=1e-4, warmup_steps=5, min_lr_ratio=1.0, weight_decay=0.0)
 
   c.train = ml_collections.ConfigDict()
   c.train.steps = 100

@@ -34,7 +34,6 @@ import jax
 import jax.numpy as jnp
 import ml_collections
 import numpy as np
-import optax
 from absl import logging
 from flax import nnx
 
@@ -98,15 +97,8 @@ def _update_fn(logprob_fn, tx, g):
                             kl_kind=g.kl_estimator)
 
     (loss, metrics), grads = jax.value_and_grad(loss_of, has_aux=True)(state["params"])
-    updates, opt_state = tx.update(grads, state["opt_state"], state["params"])
-    params = optax.apply_updates(state["params"], updates)
-    grad_norm = optax.tree.norm(grads)
-    ok = jnp.isfinite(loss) & jnp.isfinite(grad_norm)
-    keep = lambda new, old: jax.tree.map(lambda n, o: jnp.where(ok, n, o), new, old)
-    new_state = {"params": keep(params, state["params"]),
-                 "opt_state": keep(opt_state, state["opt_state"]),
-                 "step": state["step"] + ok.astype(jnp.int32)}
-    return new_state, {**metrics, "loss": loss, "grad_norm": grad_norm, "finite": ok}
+    new_state, health = trainer.apply_gradients(state, loss, grads, tx)
+    return new_state, {**metrics, "loss": loss, **health}
 
   return fn
 

@@ -87,17 +87,27 @@ def make_train_step(graphdef, obj_cfg: objectives.ObjectiveConfig, tx):
       return objectives.loss_fn(model, batch, rng, obj_cfg, train=True)
 
     (loss, metrics), grads = jax.value_and_grad(loss_of, has_aux=True)(state["params"])
-    updates, opt_state = tx.update(grads, state["opt_state"], state["params"])
-    params = optax.apply_updates(state["params"], updates)
-    grad_norm = optax.tree.norm(grads)
-    ok = jnp.isfinite(loss) & jnp.isfinite(grad_norm)
-    keep = lambda new, old: jax.tree.map(lambda n, o: jnp.where(ok, n, o), new, old)
-    new_state = {"params": keep(params, state["params"]),
-                 "opt_state": keep(opt_state, state["opt_state"]),
-                 "step": state["step"] + ok.astype(jnp.int32)}
-    return new_state, {**metrics, "grad_norm": grad_norm, "finite": ok}
+    new_state, health = apply_gradients(state, loss, grads, tx)
+    return new_state, {**metrics, **health}
 
   return step_fn
+
+
+def apply_gradients(state, loss, grads, tx):
+  """One optimizer update that a non-finite loss or gradient cannot reach.
+
+  Returns (new state, {"grad_norm", "finite"}); when not finite the old
+  state comes back unchanged (step counter included).
+  """
+  updates, opt_state = tx.update(grads, state["opt_state"], state["params"])
+  params = optax.apply_updates(state["params"], updates)
+  grad_norm = optax.tree.norm(grads)
+  ok = jnp.isfinite(loss) & jnp.isfinite(grad_norm)
+  keep = lambda new, old: jax.tree.map(lambda n, o: jnp.where(ok, n, o), new, old)
+  new_state = {"params": keep(params, state["params"]),
+               "opt_state": keep(opt_state, state["opt_state"]),
+               "step": state["step"] + ok.astype(jnp.int32)}
+  return new_state, {"grad_norm": grad_norm, "finite": ok}
 
 
 def make_eval_step(graphdef, obj_cfg):
