@@ -37,10 +37,31 @@ def markdown_table(reports: Sequence[dict], names: Sequence[str]) -> str:
     cells = [f"{r['mauve'][env]:.3f}" if r.get("mauve", {}).get(env) is not None else "-"
              for r in reports]
     lines.append(f"| MAUVE: {env} | " + " | ".join(cells) + " |")
+  lines += _extra_rows(reports)
   lines.append("")
   lines.append("Means with 95% bootstrap intervals over prompts; MAUVE features: TF-IDF fitted "
                "on the references + truncated SVD.")
   return "\n".join(lines)
+
+
+def _extra_rows(reports: Sequence[dict]) -> list[str]:
+  """Steerability, rollout consistency by horizon and sampling time, where present."""
+  fmt = lambda v: "-" if v is None else f"{v:.3f}"
+  rows = []
+  if any(r.get("steerability") for r in reports):
+    for key, name in (("with", "steered checks, with z"), ("without", "steered checks, z removed"),
+                      ("delta", "steer effect (with - without)")):
+      rows.append(f"| {name} | " + " | ".join(
+          fmt((r.get("steerability") or {}).get(key)) for r in reports) + " |")
+  horizons = sorted({h for r in reports for h in (r.get("rollout") or {}).get(
+      "score_by_horizon", {})}, key=int)
+  for h in horizons:
+    rows.append(f"| rollout score @ {h} steps | " + " | ".join(
+        fmt((r.get("rollout") or {}).get("score_by_horizon", {}).get(h)) for r in reports) + " |")
+  if any("seconds_per_transition" in r.get("source", {}) for r in reports):
+    rows.append("| s / transition (G samples, incl. compile) | " + " | ".join(
+        fmt(r.get("source", {}).get("seconds_per_transition")) for r in reports) + " |")
+  return rows
 
 
 def plot_all(reports: Sequence[dict], names: Sequence[str], out_dir: str) -> list[str]:

@@ -29,5 +29,7 @@ def test_report_cli_writes_table_and_plots(tmp_path):
   md = (out / "results.md").read_text()
   assert "| pass | 0.300 [0.200, 0.400] | 0.500 [0.400, 0.600] | 0.400 [0.300, 0.500] |" in md
   assert "| MAUVE: shop | 0.500 |" in md and "| MAUVE: lab | - |" in md
+  assert "| rollout score @ 2 steps | 0.150 | 0.250 | 0.200 |" in md
+  assert "| s / transition (G samples, incl. compile) | 0.080 | 0.320 | 0.000 |" in md
   for png in ("pass_by_size.png", "pass_by_horizon.png", "quality_latency_vs_steps.png"):
     assert os.path.getsize(out / png) > 1000 and f"]({png})" in md
