@@ -6,7 +6,7 @@ set -euo pipefail
 OUT=${1:-/tmp/study}
 D=$OUT/data
 EXAMPLES=${EXAMPLES:-120}      # transitions scored per split
-SWEEP_EXAMPLES=${SWEEP_EXAMPLES:-64}
+SWEEP_EXAMPLES=${SWEEP_EXAMPLES:-32}
 MODELS="mdlm_s ar_s ar_4x"
 
 if [ ! -f "$D/stats.json" ]; then
