@@ -8,7 +8,7 @@ set -euo pipefail
 OUT=${1:-/tmp/study}
 D=$OUT/data
 STEPS=${STEPS:-40}
-for m in mdlm_s ar_s; do
+for m in ar_s mdlm_s; do
   python -m launch.grpo --config=configs/grpo_wm.py --init="$OUT/$m" --workdir="$OUT/grpo_$m" \
       --config.data.train="$D/train.jsonl" \
       --config.data.eval="$D/test.jsonl,$D/heldout_env.jsonl" \
