@@ -51,6 +51,7 @@ Reward = Callable[[Spec, Step, str], float]
 EVAL_DIR = "eval"
 # Summaries copied from each evaluation report into metrics.jsonl.
 EVAL_KEYS = ("pass", "checks", "env", "trailing_pass", "bleu1", "distinct_2")
+PROGRESS_KEYS = ("reward_mean", "pass_rate", "kl", "rollouts_per_sec")
 
 
 @dataclasses.dataclass
@@ -234,7 +235,7 @@ def run(cfg: ml_collections.ConfigDict, workdir: str, *, max_steps: int | None =
     run_eval(0)
   total = cfg.train.steps
   stop_at = min(total, start + max_steps) if max_steps is not None else total
-  progress = StepProgress(total, start)
+  progress = StepProgress(total, start, keys=PROGRESS_KEYS)
   base_key = jax.random.key(cfg.seed)
   metrics: dict = {}
   preempted = False
@@ -260,7 +261,7 @@ def run(cfg: ml_collections.ConfigDict, workdir: str, *, max_steps: int | None =
       metrics["learning_rate"] = float(lr_schedule(step - 1))
       if step % cfg.train.log_every == 0 or step == stop_at:
         writer.write(step, metrics)
-      progress.update(step, {k: metrics[k] for k in ("reward_mean", "pass_rate", "kl")})
+      progress.update(step, metrics)
       if step % cfg.train.eval_every == 0 or step == total:
         run_eval(step)
       if ckpt.should_save(step) or preemption.requested or step == stop_at:

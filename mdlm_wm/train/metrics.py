@@ -62,8 +62,9 @@ class MetricsWriter:
 class StepProgress:
   """`step N/T loss .. tok/s .. eta ..` on stderr, at most once per `interval` s."""
 
-  def __init__(self, total: int, start: int = 0, interval: float = 2.0, stream=None):
-    self.total, self.start_step, self.interval = total, start, interval
+  def __init__(self, total: int, start: int = 0, interval: float = 2.0, stream=None,
+               keys: tuple[str, ...] = ("loss", "valid_loss", "tokens_per_sec")):
+    self.total, self.start_step, self.interval, self.keys = total, start, interval, keys
     self.stream = stream or sys.stderr
     self.t0 = self._last = time.perf_counter()
 
@@ -76,6 +77,6 @@ class StepProgress:
     rate = done / max(now - self.t0, 1e-9)
     eta = (self.total - step) / rate if rate > 0 else float("inf")
     shown = " ".join(f"{k} {v:.4g}" for k, v in metrics.items()
-                     if k in ("loss", "valid_loss", "tokens_per_sec"))
+                     if k in self.keys)
     self.stream.write(f"step {step}/{self.total} {shown} eta {eta:.0f}s\n")
     self.stream.flush()
