@@ -142,15 +142,19 @@ def top_p_filter(logits_NV, top_p: float):
   return jnp.where(logits_NV >= cutoff, logits_NV, -jnp.inf)
 
 
+def after_first_eot(tokens, eot_id: int):
+  """True at every position after the first `eot_id` (last axis): filler, not text."""
+  is_eot = tokens == eot_id
+  return (jnp.cumsum(is_eot, axis=-1) - is_eot) > 0
+
+
 def trim_after_eot(tokens, eot_id: int, pad_id: int = 0):
   """Sets every position after the first `eot_id` (last axis) to `pad_id`.
 
   The model learns where the text ends by emitting <eot>; what it samples
   after that is filler, not text.
   """
-  is_eot = tokens == eot_id
-  after_first = (jnp.cumsum(is_eot, axis=-1) - is_eot) > 0
-  return jnp.where(after_first, pad_id, tokens)
+  return jnp.where(after_first_eot(tokens, eot_id), pad_id, tokens)
 
 
 def _confidence(kind: str, key, logits_NTV, sampled_NT):

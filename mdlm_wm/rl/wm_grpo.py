@@ -28,7 +28,7 @@ import dataclasses
 import json
 import os
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 
 import jax
 import jax.numpy as jnp
@@ -38,7 +38,7 @@ from absl import logging
 from flax import nnx
 
 from mdlm_wm import config as config_lib
-from mdlm_wm.data.schema import Spec, Step
+from mdlm_wm.diffusion import sampler as mdlm_sampler
 from mdlm_wm.eval import evaluate as ev
 from mdlm_wm.model import sharding
 from mdlm_wm.rl import grpo, logprob, rewards
@@ -47,7 +47,6 @@ from mdlm_wm.train.checkpoint import Checkpointer
 from mdlm_wm.train.metrics import MetricsWriter, StepProgress
 from mdlm_wm.world_model import WorldModel
 
-Reward = Callable[[Spec, Step, str], float]
 EVAL_DIR = "eval"
 # Summaries copied from each evaluation report into metrics.jsonl.
 EVAL_KEYS = ("pass", "checks", "env", "trailing_pass", "bleu1", "distinct_2")
@@ -64,9 +63,7 @@ class GRPOResult:
 
 def completion_mask(tokens_NT: np.ndarray, eot_id: int) -> np.ndarray:
   """Canvas positions that make the text: up to and including the first <eot>."""
-  is_eot = tokens_NT == eot_id
-  before = np.cumsum(is_eot, axis=1) - is_eot  # <eot>s strictly before each position
-  return before == 0
+  return ~np.asarray(mdlm_sampler.after_first_eot(tokens_NT, eot_id))
 
 
 def _logprob_fn(graphdef, objective: str, g, mask_id: int, schedule: str):
@@ -155,7 +152,7 @@ def _meta(wm: WorldModel, cfg, init: str) -> dict:
 
 
 def run(cfg: ml_collections.ConfigDict, workdir: str, *, max_steps: int | None = None,
-        reward_fn: Reward | None = None) -> GRPOResult:
+        reward_fn: rewards.Reward | None = None) -> GRPOResult:
   """Runs (or resumes) world-model GRPO from the SFT checkpoint `cfg.init`.
 
   `reward_fn` replaces the configured rewards (a plain callable, any env);
@@ -177,9 +174,9 @@ def run(cfg: ml_collections.ConfigDict, workdir: str, *, max_steps: int | None =
                      f"grpo.num_prompts = {B}")
   eval_splits = {_split_name(p): _load_examples(p, history_len, cfg.train.eval_examples)
                  for p in config_lib.split_paths(cfg.data.eval)}
-  reward_for: dict[str, Reward] = {}
+  reward_for: dict[str, rewards.Reward] = {}
 
-  def reward_of(env: str) -> Reward:
+  def reward_of(env: str) -> rewards.Reward:
     if reward_fn is not None:
       return reward_fn
     if env not in reward_for:
@@ -242,14 +239,15 @@ def run(cfg: ml_collections.ConfigDict, workdir: str, *, max_steps: int | None =
   step = start
   with trainer.Preemption() as preemption:
     for step in range(start + 1, stop_at + 1):
+      # One key per step: old, new and reference log-probs see the same masks.
+      key = jax.random.fold_in(base_key, step)
       metrics = _grpo_step(step, cfg, wm, state_params=state["params"], ref_params=ref_params,
                            examples=train_examples, reward_of=reward_of,
-                           logprob_jit=logprob_jit, shard_batch=shard_batch,
-                           key=jax.random.fold_in(base_key, step))
+                           logprob_jit=logprob_jit, shard_batch=shard_batch, key=key)
       batch = metrics.pop("batch")
       t0 = time.perf_counter()
       for _ in range(g.mu):
-        state, dev = update_jit(state, batch, jax.random.fold_in(base_key, step))
+        state, dev = update_jit(state, batch, key)
       dev = {k: float(v) for k, v in jax.device_get(dev).items()}
       metrics["time_update"] = time.perf_counter() - t0
       if not dev.pop("finite"):
