@@ -73,10 +73,7 @@ def main(argv):
     raise app.UsageError(str(e)) from None
   report = {"source": source, "data": os.path.abspath(FLAGS.data),
             "eval_config": dataclasses.asdict(cfg), **report}
-  tmp = FLAGS.out + ".tmp"
-  with open(tmp, "w") as f:
-    json.dump(report, f, indent=2)
-  os.replace(tmp, FLAGS.out)
+  ev.write_report(report, FLAGS.out)
   overall = report["overall"]
   print(json.dumps({k: round(v["mean"], 4) for k, v in overall.items()}, indent=1))
   print(f"wrote {FLAGS.out}")

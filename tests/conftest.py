@@ -57,6 +57,11 @@ def tiny_config(corpus_dir: str, **overrides):
   cfg.data.train = f"{corpus_dir}/train.jsonl"
   cfg.data.valid = f"{corpus_dir}/valid.jsonl"
   cfg.data.tokenizer = f"{corpus_dir}/tokenizer.model"
+  return apply_overrides(cfg, **overrides)
+
+
+def apply_overrides(cfg, **overrides):
+  """Sets dotted keys (`"train.steps": 4`) on a ConfigDict; returns it."""
   for key, value in overrides.items():
     node = cfg
     *path, leaf = key.split(".")

@@ -17,6 +17,7 @@ import collections
 import dataclasses
 import json
 import math
+import os
 from collections.abc import Callable, Sequence
 
 import numpy as np
@@ -208,6 +209,13 @@ def evaluate(examples: Sequence[Example], predictions: Sequence[Sequence[str]], 
     report["steerability"] = steerability(predict, examples, predictions, cfg)
   report["rollout"] = rollout_consistency(rollout, episodes, cfg)
   return report
+
+
+def write_report(report: dict, path: str) -> None:
+  """Writes a report as JSON atomically (a crash never leaves half a file)."""
+  with open(path + ".tmp", "w") as f:
+    json.dump(report, f, indent=2)
+  os.replace(path + ".tmp", path)
 
 
 def read_predictions(path: str, examples: Sequence[Example]) -> list[list[str]]:

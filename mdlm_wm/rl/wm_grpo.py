@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import copy
 import dataclasses
-import json
 import os
 import time
 from collections.abc import Mapping, Sequence
@@ -131,10 +130,7 @@ def evaluate_splits(wm: WorldModel, params, splits: Mapping[str, Sequence[ev.Exa
                                  [None] * len(examples), eval_cfg, f"eval {name}")
     report = ev.evaluate(examples, predictions, cfg=eval_cfg)
     report["step"] = step
-    path = os.path.join(workdir, EVAL_DIR, f"{name}.step{step}.json")
-    with open(path + ".tmp", "w") as f:
-      json.dump(report, f, indent=2)
-    os.replace(path + ".tmp", path)
+    ev.write_report(report, os.path.join(workdir, EVAL_DIR, f"{name}.step{step}.json"))
     out[name] = {k: report["overall"][k]["mean"] for k in EVAL_KEYS if k in report["overall"]}
   return out
 
@@ -203,9 +199,7 @@ def run(cfg: ml_collections.ConfigDict, workdir: str, *, max_steps: int | None =
   meta = _meta(wm, cfg, cfg.init)
   start = ckpt.latest_step()
   if start is not None:
-    abstract = jax.tree.map(lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=x.sharding),
-                            state)
-    state, _ = ckpt.restore(start, abstract)
+    state, _ = ckpt.restore(start, trainer.abstract_like(state))
     print(f"resumed from step {start}", flush=True)
   else:
     os.makedirs(workdir, exist_ok=True)

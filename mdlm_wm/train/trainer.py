@@ -143,6 +143,11 @@ class Preemption:
       signal.signal(signal.SIGTERM, self._previous)
 
 
+def abstract_like(tree):
+  """Shape, dtype and sharding of every array: the target of a sharded restore."""
+  return jax.tree.map(lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=x.sharding), tree)
+
+
 def _global_batch(local: dict[str, np.ndarray], batch_sharding) -> dict[str, jax.Array]:
   return {k: jax.make_array_from_process_local_data(batch_sharding, v) for k, v in local.items()}
 
@@ -224,9 +229,7 @@ def train(cfg, workdir: str, *, max_steps: int | None = None) -> TrainResult:
           "tokenizer": TOKENIZER_FILE, "seed": cfg.seed}
   start = ckpt.latest_step()
   if start is not None:
-    abstract = jax.tree.map(lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=x.sharding),
-                            state)
-    state, saved_meta = ckpt.restore(start, abstract, train_iter)
+    state, saved_meta = ckpt.restore(start, abstract_like(state), train_iter)
     if saved_meta.get("model") != meta["model"]:
       raise ValueError(f"{workdir} holds a checkpoint of a different model: "
                        f"{saved_meta.get('model')} vs {meta['model']}")

@@ -10,7 +10,7 @@ from mdlm_wm import config as config_lib
 from mdlm_wm.rl import grpo, rewards, wm_grpo
 from mdlm_wm.train.trainer import train
 from mdlm_wm.world_model import WorldModel
-from tests.conftest import tiny_config
+from tests.conftest import apply_overrides, tiny_config
 
 
 def test_completion_mask_stops_after_first_eot():
@@ -36,9 +36,7 @@ def test_config_lists_match_the_library():
     ("rewards.state_check", 0.0, "nonzero"),
 ])
 def test_validate_grpo_rejects(key, value, match):
-  cfg = config_lib.grpo_base_config()
-  section, leaf = key.split(".")
-  cfg[section][leaf] = value
+  cfg = apply_overrides(config_lib.grpo_base_config(), **{key: value})
   with pytest.raises(ValueError, match=match):
     config_lib.validate_grpo(cfg)
 
@@ -75,10 +73,7 @@ def grpo_config(init, corpus, **overrides):
   cfg.train.eval_samples = 2
   cfg.train.checkpoint_every = 1
   cfg.train.tensorboard = False
-  for key, value in overrides.items():
-    section, leaf = key.split(".")
-    cfg[section][leaf] = value
-  return cfg
+  return apply_overrides(cfg, **overrides)
 
 
 def read_metrics(workdir):
