@@ -50,6 +50,19 @@ def tiny_corpus(tmp_path_factory) -> str:
   return out
 
 
+@pytest.fixture(scope="session")
+def tiny_models(tiny_corpus, tmp_path_factory) -> dict[str, str]:
+  """Workdirs of a 4-step tiny MDLM and AR model ({"mdlm": dir, "ar": dir}),
+  trained once per test session: loadable with `WorldModel.load`."""
+  from mdlm_wm.train.trainer import train
+  out = {}
+  for objective in ("mdlm", "ar"):
+    workdir = str(tmp_path_factory.mktemp(f"tiny_{objective}"))
+    train(tiny_config(tiny_corpus, objective=objective, **{"train.steps": 4}), workdir)
+    out[objective] = workdir
+  return out
+
+
 def tiny_config(corpus_dir: str, **overrides):
   """configs/tiny.py pointed at `corpus_dir`, with dotted-key overrides."""
   from configs import tiny

@@ -6,19 +6,8 @@ import pytest
 
 from mdlm_wm import quickstart
 from mdlm_wm.data import schema
-from mdlm_wm.train.trainer import train
 from mdlm_wm.world_model import Anchors, WorldModel
 from tests.conftest import tiny_config
-
-
-@pytest.fixture(scope="module")
-def models(tiny_corpus, tmp_path_factory):
-  out = {}
-  for objective in ("mdlm", "ar"):
-    workdir = str(tmp_path_factory.mktemp(objective))
-    train(tiny_config(tiny_corpus, objective=objective, **{"train.steps": 4}), workdir)
-    out[objective] = workdir
-  return out
 
 
 @pytest.fixture(scope="module")
@@ -27,8 +16,8 @@ def episode(tiny_corpus):
 
 
 @pytest.mark.parametrize("objective", ["mdlm", "ar"])
-def test_step_returns_num_samples_strings(models, episode, objective):
-  wm = WorldModel.load(models[objective])
+def test_step_returns_num_samples_strings(tiny_models, episode, objective):
+  wm = WorldModel.load(tiny_models[objective])
   assert wm.objective == objective
   s = episode.steps[0]
   out = wm.step(episode.spec, [], s.state, s.action, num_samples=3, seed=1)
@@ -37,24 +26,24 @@ def test_step_returns_num_samples_strings(models, episode, objective):
   assert again == out
 
 
-def test_mdlm_keeps_pinned_prefix_and_trailing_anchor(models, episode):
-  wm = WorldModel.load(models["mdlm"])
+def test_mdlm_keeps_pinned_prefix_and_trailing_anchor(tiny_models, episode):
+  wm = WorldModel.load(tiny_models["mdlm"])
   s = episode.steps[0]
   anchors = Anchors(prefix="You open", suffix="[location: kitchen | visible: 2]", length=40)
   for text in wm.step(episode.spec, [], s.state, s.action, fixed=anchors, num_samples=4):
     assert text.startswith("You open") and text.endswith("[location: kitchen | visible: 2]")
 
 
-def test_anchors_that_do_not_fit_are_rejected(models, episode):
-  wm = WorldModel.load(models["mdlm"])
+def test_anchors_that_do_not_fit_are_rejected(tiny_models, episode):
+  wm = WorldModel.load(tiny_models["mdlm"])
   s = episode.steps[0]
   with pytest.raises(ValueError, match="canvas holds"):
     wm.step(episode.spec, [], s.state, s.action, fixed=Anchors(suffix="x", length=10_000))
 
 
 @pytest.mark.parametrize("objective", ["mdlm", "ar"])
-def test_rollout_feeds_on_its_own_predictions(models, episode, objective):
-  wm = WorldModel.load(models[objective])
+def test_rollout_feeds_on_its_own_predictions(tiny_models, episode, objective):
+  wm = WorldModel.load(tiny_models[objective])
   actions = [st.action for st in episode.steps[:3]]
   out = wm.rollout(episode.spec, actions, num_samples=2)
   assert len(out) == 2 and all(len(states) == len(actions) for states in out)
@@ -65,9 +54,9 @@ def test_missing_checkpoint_is_a_clear_error(tmp_path):
     WorldModel.load(str(tmp_path))
 
 
-def test_sample_cli_writes_one_line_per_transition(models, tiny_corpus, tmp_path):
+def test_sample_cli_writes_one_line_per_transition(tiny_models, tiny_corpus, tmp_path):
   out = tmp_path / "samples.jsonl"
-  res = subprocess.run([sys.executable, "-m", "launch.sample", f"--workdir={models['mdlm']}",
+  res = subprocess.run([sys.executable, "-m", "launch.sample", f"--workdir={tiny_models['mdlm']}",
                         f"--data={tiny_corpus}/test.jsonl", f"--out={out}", "--num_samples=2",
                         "--max_examples=5", "--steps=4"], capture_output=True, text=True)
   assert res.returncode == 0, res.stderr[-2000:]

@@ -57,6 +57,8 @@ class Env(abc.ABC):
     """The steer `reset` should use: the seed picks one for ~35% of seeds when
     `steer` is None; otherwise `steer` itself, which must be "" or known."""
     if steer is None:
+      if not self.steers:
+        return ""
       pick = random.Random(f"{self.name}/{seed}/steer")
       return pick.choice(self.steers) if pick.random() < STEERED_FRACTION else ""
     if steer and steer not in self.steers:
@@ -107,6 +109,10 @@ def env_names() -> list[str]:
 
 
 def make(name: str) -> Env:
+  """A built-in environment, or a real one by its `family/task` name."""
+  if "/" in name:
+    from mdlm_wm.envs import adapters
+    return adapters.make(name)
   _import_builtins()
   if name not in _REGISTRY:
     raise KeyError(f"unknown environment {name!r}; known: {', '.join(sorted(_REGISTRY))}")
@@ -114,7 +120,11 @@ def make(name: str) -> Env:
 
 
 def state_check_fn(name: str) -> Callable[[Spec, Step, str], float]:
-  """The registered state-check callback of environment `name`."""
+  """The registered state-check callback of environment `name` (built-in or
+  `family/task`: real environments are checked on their status-line facts)."""
+  if "/" in name:
+    from mdlm_wm.envs import adapters
+    return adapters.env_class(name.split("/", 1)[0]).state_check
   _import_builtins()
   if name not in _REGISTRY:
     raise KeyError(f"unknown environment {name!r}")

@@ -18,32 +18,31 @@ The only difference between MDLM and AR runs is the log-prob estimator, so
 the two world models are compared by the same loop.
 
 The checkpoints are world-model checkpoints: `WorldModel.load(workdir)` and
-`launch.evaluate --workdir` read a GRPO workdir like a supervised one.
+`launch.evaluate --workdir` read a GRPO workdir like a supervised one. The
+learner, the update and the resumable loop are rl/loop.py's, shared with
+agent GRPO (agents/grpo.py); this module draws and scores the rollouts.
 """
 
 from __future__ import annotations
 
-import copy
 import dataclasses
+import json
 import os
 import time
 from collections.abc import Mapping, Sequence
 
 import jax
-import jax.numpy as jnp
 import ml_collections
 import numpy as np
-from absl import logging
-from flax import nnx
 
 from mdlm_wm import config as config_lib
-from mdlm_wm.diffusion import sampler as mdlm_sampler
 from mdlm_wm.eval import evaluate as ev
 from mdlm_wm.model import sharding
-from mdlm_wm.rl import grpo, logprob, rewards
-from mdlm_wm.train import trainer
-from mdlm_wm.train.checkpoint import Checkpointer
-from mdlm_wm.train.metrics import MetricsWriter, StepProgress
+from mdlm_wm.rl import grpo, loop, rewards
+# completion_mask, _logprob_fn and _update_fn moved to rl.loop; tests/rl
+# still reach them through this module.
+from mdlm_wm.rl.loop import completion_mask, logprob_fn as _logprob_fn
+from mdlm_wm.rl.loop import update_fn as _update_fn  # noqa: F401
 from mdlm_wm.world_model import WorldModel
 
 EVAL_DIR = "eval"
@@ -60,46 +59,6 @@ class GRPOResult:
   preempted: bool = False
 
 
-def completion_mask(tokens_NT: np.ndarray, eot_id: int) -> np.ndarray:
-  """Canvas positions that make the text: up to and including the first <eot>."""
-  return ~np.asarray(mdlm_sampler.after_first_eot(tokens_NT, eot_id))
-
-
-def _logprob_fn(graphdef, objective: str, g, mask_id: int, schedule: str):
-  """(params, batch, rng) -> per-token log-probs [N, T] of the completions."""
-
-  def fn(params, batch, rng):
-    model = nnx.merge(graphdef, params)
-    args = (model, batch["context"], batch["valid"], batch["completion"])
-    if objective == "ar":
-      return logprob.ar_logprob(*args)
-    if g.mdlm_logprob == "one_step":
-      return logprob.mdlm_one_step_logprob(*args, rng, mask_id=mask_id,
-                                           prompt_mask_rate=g.prompt_mask_rate)
-    logp, _ = logprob.mdlm_coupled_logprob(*args, batch["mask"], rng, mask_id=mask_id,
-                                           schedule=schedule)
-    return logp
-
-  return fn
-
-
-def _update_fn(logprob_fn, tx, g):
-  """(state, batch, rng) -> (state, metrics): one clipped policy-gradient step."""
-
-  def fn(state, batch, rng):
-    def loss_of(params):
-      logp = logprob_fn(params, batch, rng)
-      return grpo.grpo_loss(logp, batch["logp_old"], batch["logp_ref"], batch["advantages"],
-                            batch["mask"], clip_eps=g.clip_eps, beta=g.beta,
-                            kl_kind=g.kl_estimator)
-
-    (loss, metrics), grads = jax.value_and_grad(loss_of, has_aux=True)(state["params"])
-    new_state, health = trainer.apply_gradients(state, loss, grads, tx)
-    return new_state, {**metrics, "loss": loss, **health}
-
-  return fn
-
-
 def _load_examples(paths: str, history_len: int, max_examples: int = 0):
   out = []
   for path in config_lib.split_paths(paths):
@@ -114,10 +73,22 @@ def _split_name(path: str) -> str:
   return name
 
 
+def _read_report(path: str) -> dict | None:
+  try:
+    with open(path) as f:
+      return json.load(f)
+  except (OSError, ValueError):
+    return None
+
+
 def evaluate_splits(wm: WorldModel, params, splits: Mapping[str, Sequence[ev.Example]],
                     cfg, step: int, workdir: str) -> dict:
   """Scores the current params on each eval split with the eval suite's metrics;
-  writes WORKDIR/eval/<split>.step<N>.json and returns the headline means."""
+  writes WORKDIR/eval/<split>.step<N>.json and returns the headline means.
+
+  A report already on disk for this step and split size is reused, so a run
+  killed during its (long, MDLM) evaluation does not redo finished splits.
+  """
   eval_cfg = ev.EvalConfig(num_samples=cfg.train.eval_samples, seed=cfg.seed,
                            max_rollouts=0, max_steered=0)
   overrides = cfg.sample.to_dict()
@@ -126,25 +97,19 @@ def evaluate_splits(wm: WorldModel, params, splits: Mapping[str, Sequence[ev.Exa
   out = {}
   os.makedirs(os.path.join(workdir, EVAL_DIR), exist_ok=True)
   for name, examples in splits.items():
+    path = os.path.join(workdir, EVAL_DIR, f"{name}.step{step}.json")
+    report = _read_report(path)
+    if report and report.get("step") == step and report.get("examples") == len(examples):
+      print(f"eval {name} @ step {step}: reusing {path}", flush=True)
+      out[name] = {k: report["overall"][k]["mean"] for k in EVAL_KEYS if k in report["overall"]}
+      continue
     predictions = ev.predict_all(predict, [ex.transition for ex in examples],
                                  [None] * len(examples), eval_cfg, f"eval {name}")
     report = ev.evaluate(examples, predictions, cfg=eval_cfg)
     report["step"] = step
-    ev.write_report(report, os.path.join(workdir, EVAL_DIR, f"{name}.step{step}.json"))
+    ev.write_report(report, path)
     out[name] = {k: report["overall"][k]["mean"] for k in EVAL_KEYS if k in report["overall"]}
   return out
-
-
-def _meta(wm: WorldModel, cfg, init: str) -> dict:
-  """Checkpoint meta: the world model's own config (so WorldModel.load works),
-  with the optimizer GRPO used, plus the GRPO config and where it started."""
-  model_cfg = copy.deepcopy(wm.cfg)
-  with model_cfg.unlocked():
-    model_cfg.optim = cfg.optim
-    model_cfg.train.steps = cfg.train.steps
-  return {"config": model_cfg.to_dict(), "tokenizer": trainer.TOKENIZER_FILE,
-          "model": dataclasses.asdict(config_lib.model_config(wm.cfg, wm.tokenizer.vocab_size)),
-          "seed": cfg.seed, "grpo": cfg.to_dict(), "init": os.path.abspath(init)}
 
 
 def run(cfg: ml_collections.ConfigDict, workdir: str, *, max_steps: int | None = None,
@@ -179,107 +144,47 @@ def run(cfg: ml_collections.ConfigDict, workdir: str, *, max_steps: int | None =
       reward_for[env] = rewards.make_reward(cfg.rewards.to_dict(), env)
     return reward_for[env]
 
-  # --- state: params being trained, a frozen copy as the KL reference
-  tx, lr_schedule = trainer.make_optimizer(cfg)
-  with jax.set_mesh(mesh):
-    state = trainer.init_train_state(wm.params, tx)
-    ref_params = jax.tree.map(jnp.copy, wm.params)
-  state_sh = jax.tree.map(lambda x: x.sharding, state)
-  # Inputs arrive committed to their shardings (params at creation, rollout
-  # arrays by `shard_batch`), so jit takes them as they are.
-  shard_batch = lambda host: {k: jax.device_put(v, sharding.batch_sharding(mesh, v.ndim))
-                              for k, v in host.items()}
-  lp_fn = _logprob_fn(wm.graphdef, wm.objective, g, tok.mask_id, wm.cfg.diffusion.schedule)
-  logprob_jit = jax.jit(lp_fn, out_shardings=sharding.batch_sharding(mesh))
-  update_jit = jax.jit(_update_fn(lp_fn, tx, g),
-                       out_shardings=(state_sh, sharding.replicated(mesh)), donate_argnums=(0,))
-
-  ckpt = Checkpointer(os.path.join(workdir, trainer.CHECKPOINT_DIR), cfg.train.checkpoint_every,
-                      cfg.train.keep_checkpoints)
-  meta = _meta(wm, cfg, cfg.init)
-  start = ckpt.latest_step()
-  if start is not None:
-    state, _ = ckpt.restore(start, trainer.abstract_like(state))
-    print(f"resumed from step {start}", flush=True)
-  else:
-    os.makedirs(workdir, exist_ok=True)
-    tok.save(os.path.join(workdir, trainer.TOKENIZER_FILE))
-  start = start or 0
-  writer = MetricsWriter(workdir, resume_step=start or None, tensorboard=cfg.train.tensorboard)
+  learner = loop.make_learner(
+      wm.params, cfg, mesh,
+      _logprob_fn(wm.graphdef, wm.objective, g, tok.mask_id, wm.cfg.diffusion.schedule))
   print(f"GRPO on a {wm.objective} world model ({wm.num_params:,} params), B x G = {B} x {G}, "
         f"mu {g.mu}, {len(train_examples)} training transitions, eval splits "
         f"{ {k: len(v) for k, v in eval_splits.items()} }", flush=True)
-
   evals = {}
 
-  def run_eval(step: int) -> None:
-    if not eval_splits:
-      return
-    for name, means in evaluate_splits(wm, state["params"], eval_splits, cfg, step,
-                                       workdir).items():
+  def run_eval(step: int, params) -> dict:
+    logged = {}
+    for name, means in evaluate_splits(wm, params, eval_splits, cfg, step, workdir).items():
       evals[name] = {"step": step, **means}
-      writer.write(step, {f"eval/{name}/{k}": v for k, v in means.items()})
+      logged.update({f"eval/{name}/{k}": v for k, v in means.items()})
       print(f"eval {name} @ step {step}: " + " ".join(f"{k} {v:.3f}" for k, v in means.items()),
             flush=True)
+    return logged
 
-  if start == 0:
-    run_eval(0)
-  total = cfg.train.steps
-  stop_at = min(total, start + max_steps) if max_steps is not None else total
-  progress = StepProgress(total, start, keys=PROGRESS_KEYS)
-  base_key = jax.random.key(cfg.seed)
-  metrics: dict = {}
-  preempted = False
-  step = start
-  with trainer.Preemption() as preemption:
-    for step in range(start + 1, stop_at + 1):
-      # One key per step: old, new and reference log-probs see the same masks.
-      key = jax.random.fold_in(base_key, step)
-      metrics = _grpo_step(step, cfg, wm, state_params=state["params"], ref_params=ref_params,
-                           examples=train_examples, reward_of=reward_of,
-                           logprob_jit=logprob_jit, shard_batch=shard_batch, key=key)
-      batch = metrics.pop("batch")
-      t0 = time.perf_counter()
-      for _ in range(g.mu):
-        state, dev = update_jit(state, batch, key)
-      dev = {k: float(v) for k, v in jax.device_get(dev).items()}
-      metrics["time_update"] = time.perf_counter() - t0
-      if not dev.pop("finite"):
-        logging.warning("step %d: non-finite GRPO loss; the update was skipped", step)
-        metrics["skipped"] = 1.0
-      metrics.update(dev)
-      metrics["rollouts_per_sec"] = B * G / (metrics["time_sample"] + metrics["time_score"]
-                                             + metrics["time_logprob"] + metrics["time_update"])
-      metrics["learning_rate"] = float(lr_schedule(step - 1))
-      if step % cfg.train.log_every == 0 or step == stop_at:
-        writer.write(step, metrics)
-      progress.update(step, metrics)
-      if step % cfg.train.eval_every == 0 or step == total:
-        run_eval(step)
-      if ckpt.should_save(step) or preemption.requested or step == stop_at:
-        ckpt.save(step, state, None, meta, force=True)
-      if preemption.requested:
-        print(f"SIGTERM: saved a checkpoint at step {step}; exiting", flush=True)
-        preempted = True
-        break
-  ckpt.close()
-  writer.close()
-  return GRPOResult(step=step, metrics=metrics, evals=evals, preempted=preempted)
+  def collect(step: int, params, key) -> tuple[dict, dict]:
+    return _grpo_step(step, cfg, wm, learner, params=params, examples=train_examples,
+                      reward_of=reward_of, key=key)
+
+  result = loop.run_loop(cfg, workdir, learner, tokenizer=tok,
+                         meta=loop.checkpoint_meta(wm.cfg, tok.vocab_size, cfg, cfg.init),
+                         collect=collect, evaluate=run_eval if eval_splits else None,
+                         rollouts_per_step=B * G, rate_key="rollouts_per_sec",
+                         progress_keys=PROGRESS_KEYS, max_steps=max_steps)
+  return GRPOResult(step=result.step, metrics=result.metrics, evals=evals,
+                    preempted=result.preempted)
 
 
-def _grpo_step(step: int, cfg, wm: WorldModel, *, state_params, ref_params, examples,
-               reward_of, logprob_jit, shard_batch, key) -> dict:
-  """Rollouts, host scoring, advantages and old/ref log-probs of one step.
-
-  Returns the step's metrics with the update batch under "batch".
-  """
+def _grpo_step(step: int, cfg, wm: WorldModel, learner: loop.Learner, *, params, examples,
+               reward_of, key) -> tuple[dict, dict]:
+  """Rollouts, host scoring, advantages and old/ref log-probs of one step:
+  (the step's metrics, the update batch)."""
   g = cfg.grpo
   B, G = g.num_prompts, g.num_generations
   chosen = [examples[i] for i in
             np.random.default_rng([cfg.seed, step]).choice(len(examples), B, replace=False)]
   t0 = time.perf_counter()
   samples = wm.sample_tokens([ex.transition for ex in chosen], num_samples=G,
-                             seed=cfg.seed * 1_000_003 + step, params=state_params,
+                             seed=cfg.seed * 1_000_003 + step, params=params,
                              **cfg.sample.to_dict())
   texts = wm.texts(samples)
   t1 = time.perf_counter()
@@ -301,21 +206,15 @@ def _grpo_step(step: int, cfg, wm: WorldModel, *, state_params, ref_params, exam
           "completion": completion,
           "mask": completion_mask(completion, wm.tokenizer.eot_id),
           "advantages": advantages.reshape(N).astype(np.float32)}
-  batch = shard_batch(host)
-  batch["logp_old"] = logprob_jit(state_params, batch, key)
-  batch["logp_ref"] = logprob_jit(ref_params, batch, key)
-  mask = host["mask"]
-  # Entropy proxy: the mean NLL of the sampled tokens under the sampling policy.
-  entropy = float(-np.sum(np.asarray(batch["logp_old"]) * mask) / max(mask.sum(), 1))
+  batch, entropy = learner.prepare(host, key)
   t3 = time.perf_counter()
   return {
-      "batch": batch,
       "reward_mean": float(rewards_BG.mean()),
       "reward_std": float(rewards_BG.std()),
       "pass_rate": float(np.mean(checks.rewards == 1.0)),
       "zero_spread": grpo.zero_spread_fraction(rewards_BG),
       "reward_failures": float(len(scored.failures)),
       "entropy": entropy,
-      "completion_tokens": float(mask.sum(axis=1).mean()),
+      "completion_tokens": float(host["mask"].sum(axis=1).mean()),
       "time_sample": t1 - t0, "time_score": t2 - t1, "time_logprob": t3 - t2,
-  }
+  }, batch

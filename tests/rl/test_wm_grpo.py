@@ -8,7 +8,6 @@ import pytest
 
 from mdlm_wm import config as config_lib
 from mdlm_wm.rl import grpo, rewards, wm_grpo
-from mdlm_wm.train.trainer import train
 from mdlm_wm.world_model import WorldModel
 from tests.conftest import apply_overrides, tiny_config
 
@@ -47,16 +46,6 @@ def test_validate_grpo_needs_rollouts_divisible_by_the_mesh():
   with pytest.raises(ValueError, match="divisible"):
     config_lib.validate_grpo(cfg, batch_shards=4)
   config_lib.validate_grpo(cfg, batch_shards=2)
-
-
-@pytest.fixture(scope="module")
-def sft(tiny_corpus, tmp_path_factory):
-  out = {}
-  for objective in ("mdlm", "ar"):
-    workdir = str(tmp_path_factory.mktemp(f"sft_{objective}"))
-    train(tiny_config(tiny_corpus, objective=objective, **{"train.steps": 4}), workdir)
-    out[objective] = workdir
-  return out
 
 
 def grpo_config(init, corpus, **overrides):
@@ -98,10 +87,10 @@ class FlakyReward:
 
 @pytest.mark.parametrize("objective", ["mdlm", "ar"])
 def test_grpo_runs_survives_faulty_rewards_and_writes_a_loadable_checkpoint(
-    sft, tiny_corpus, tmp_path, objective):
+    tiny_models, tiny_corpus, tmp_path, objective):
   workdir = str(tmp_path / "grpo")
   flaky = FlakyReward()
-  result = wm_grpo.run(grpo_config(sft[objective], tiny_corpus), workdir, reward_fn=flaky)
+  result = wm_grpo.run(grpo_config(tiny_models[objective], tiny_corpus), workdir, reward_fn=flaky)
   assert result.step == 2 and not result.preempted
   assert flaky.calls == 8  # 2 steps x B 2 x G 2
   rows = [r for r in read_metrics(workdir) if "reward_mean" in r]
@@ -120,9 +109,9 @@ def test_grpo_runs_survives_faulty_rewards_and_writes_a_loadable_checkpoint(
                           .transition], num_samples=2, steps=4)[0]) == 2
 
 
-def test_grpo_resumes_where_it_stopped(sft, tiny_corpus, tmp_path):
+def test_grpo_resumes_where_it_stopped(tiny_models, tiny_corpus, tmp_path):
   workdir = str(tmp_path / "grpo")
-  cfg = grpo_config(sft["mdlm"], tiny_corpus, **{"data.eval": "", "train.steps": 3})
+  cfg = grpo_config(tiny_models["mdlm"], tiny_corpus, **{"data.eval": "", "train.steps": 3})
   assert wm_grpo.run(cfg, workdir, max_steps=2).step == 2
   result = wm_grpo.run(cfg, workdir)
   assert result.step == 3
@@ -130,13 +119,13 @@ def test_grpo_resumes_where_it_stopped(sft, tiny_corpus, tmp_path):
 
 
 @pytest.mark.parametrize("objective", ["mdlm", "ar"])
-def test_one_update_raises_the_log_prob_of_positive_advantage_samples(sft, tiny_corpus,
+def test_one_update_raises_the_log_prob_of_positive_advantage_samples(tiny_models, tiny_corpus,
                                                                       objective):
   import jax
   import optax
   from mdlm_wm.train import trainer
-  wm = WorldModel.load(sft[objective])
-  cfg = grpo_config(sft[objective], tiny_corpus, **{"grpo.beta": 0.0})
+  wm = WorldModel.load(tiny_models[objective])
+  cfg = grpo_config(tiny_models[objective], tiny_corpus, **{"grpo.beta": 0.0})
   examples = wm_grpo._load_examples(f"{tiny_corpus}/test.jsonl", 1, 2)
   G = 4
   samples = wm.sample_tokens([ex.transition for ex in examples], num_samples=G, seed=0, steps=4)
@@ -159,3 +148,17 @@ def test_one_update_raises_the_log_prob_of_positive_advantage_samples(sft, tiny_
   delta = np.sum((np.asarray(lp(state["params"], batch, key)) - np.asarray(before))
                  * batch["mask"], axis=1)
   assert delta[advantages > 0].mean() > 0 > delta[advantages < 0].mean(), delta
+
+
+def test_a_finished_eval_report_is_reused_not_recomputed(tmp_path):
+  os.makedirs(tmp_path / "eval")
+  report = {"step": 3, "examples": 2, "overall": {"pass": {"mean": 0.25}, "env": {"mean": 0.5}}}
+  with open(tmp_path / "eval" / "test.step3.json", "w") as f:
+    json.dump(report, f)
+  # wm=None: any attempt to sample (instead of reusing the report) raises.
+  out = wm_grpo.evaluate_splits(None, None, {"test": ["a", "b"]}, config_lib.grpo_base_config(),
+                                3, str(tmp_path))
+  assert out == {"test": {"pass": 0.25, "env": 0.5}}
+  with pytest.raises(AttributeError):
+    wm_grpo.evaluate_splits(None, None, {"test": ["a", "b", "c"]},
+                            config_lib.grpo_base_config(), 3, str(tmp_path))
