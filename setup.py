@@ -24,8 +24,9 @@ EVAL_METRICS = ["sacrebleu>=2.6.0", "rouge-score>=0.1.2", "mauve-text>=0.4.0", "
 
 EXTRAS = {
     "test": ["pytest>=8.0", *EVAL_METRICS],
-    # Real environments (adapters land with the real-environment issue).
-    "envs": ["textworld", "textworld-express", "scienceworld", "alfworld"],
+    # Real environments behind mdlm_wm/envs/adapters/ (TextWorld-Express and
+    # ScienceWorld also need Java 8+ outside pip).
+    "envs": ["textworld>=1.7.0", "textworld-express>=1.1.0", "scienceworld", "alfworld"],
     # The evaluation suite: metrics, plus plots for the report.
     "eval": EVAL_METRICS,
 }

@@ -1,30 +1,54 @@
-r"""Builds a trajectory corpus from the built-in environments.
+r"""Builds a trajectory corpus from the built-in environments or from real ones.
+
+Built-in environments:
 
   python -m launch.build_corpus --envs=all --episodes_per_env=200 --seed=0 \
       --out_dir=/tmp/corpus [--holdout_envs=calendar] [--tokenizer_vocab=4096]
 
-Writes train/valid/test.jsonl (disjoint world seeds), heldout_env.jsonl (when
+writes train/valid/test.jsonl (disjoint world seeds), heldout_env.jsonl (when
 --holdout_envs is given), tokenizer.model and stats.json into --out_dir.
+
+Real environments (`pip install -e '.[envs]'`), each a family or
+`family:task1+task2`:
+
+  python -m launch.build_corpus --envs=textworld,textworld_express:coin+twc \
+      --episodes_per_task=10 --real_splits=train,valid:2,test:2 --out_dir=/tmp/real
+
+plays the engines' own split seeds (mdlm_wm.data.real_corpus) and writes the
+same files (no held-out file). Built-in and real environments go in separate
+runs.
 """
 
 from absl import app, flags
 
-from mdlm_wm.data import corpus
-from mdlm_wm.envs import base
+from mdlm_wm.data import corpus, real_corpus
+from mdlm_wm.envs import adapters, base
 
 FLAGS = flags.FLAGS
-flags.DEFINE_list("envs", ["all"], "Environments to run, or 'all'.")
-flags.DEFINE_integer("episodes_per_env", 200, "Episodes per environment (all splits).")
-flags.DEFINE_integer("seed", 0, "Corpus seed; world seeds are derived from it.")
+flags.DEFINE_list("envs", ["all"], "Environments to run, or 'all' (the built-in ones); real "
+                  "families as FAMILY or FAMILY:TASK1+TASK2.")
+flags.DEFINE_integer("episodes_per_env", 200, "Built-in: episodes per environment (all splits).")
+flags.DEFINE_integer("seed", 0, "Corpus seed; world seeds (real: the draw of seeds) derive "
+                     "from it.")
 flags.DEFINE_string("out_dir", None, "Output directory.", required=True)
-flags.DEFINE_list("holdout_envs", [], "Environments kept out of train/valid/test.")
+flags.DEFINE_list("holdout_envs", [], "Built-in: environments kept out of train/valid/test.")
 flags.DEFINE_float("expert", 0.5, "Policy mix: weight of the expert policy.")
 flags.DEFINE_float("noisy", 0.3, "Policy mix: weight of the noisy policy.")
 flags.DEFINE_float("random", 0.2, "Policy mix: weight of the random policy.")
 flags.DEFINE_float("noise", 0.3, "Fraction of random/invalid actions of the noisy policy.")
-flags.DEFINE_float("valid_fraction", 0.1, "Fraction of each environment's episodes for valid.")
-flags.DEFINE_float("test_fraction", 0.1, "Fraction of each environment's episodes for test.")
+flags.DEFINE_float("valid_fraction", 0.1,
+                   "Built-in: fraction of each environment's episodes for valid.")
+flags.DEFINE_float("test_fraction", 0.1,
+                   "Built-in: fraction of each environment's episodes for test.")
 flags.DEFINE_integer("tokenizer_vocab", 4096, "SentencePiece vocabulary size (0: none).")
+flags.DEFINE_integer("episodes_per_task", 10, "Real: episodes per task in each split.")
+flags.DEFINE_list("real_splits", ["train", "valid", "test"],
+                  "Real: splits to build, each SPLIT or SPLIT:EPISODES_PER_TASK.")
+flags.DEFINE_integer("max_steps", 0, "Real: episode step limit (0: each adapter's own).")
+
+
+def _is_real(name: str) -> bool:
+  return name.replace("/", ":", 1).partition(":")[0] in adapters.families()
 
 
 def config_from_flags() -> corpus.CorpusConfig:
@@ -39,9 +63,47 @@ def config_from_flags() -> corpus.CorpusConfig:
       test_fraction=FLAGS.test_fraction, tokenizer_vocab=FLAGS.tokenizer_vocab)
 
 
+def real_config_from_flags() -> real_corpus.RealCorpusConfig:
+  episodes = {}
+  for item in FLAGS.real_splits:
+    split, _, count = item.partition(":")
+    try:
+      episodes[split] = int(count) if count else FLAGS.episodes_per_task
+    except ValueError:
+      raise ValueError(f"--real_splits: {item!r} is not SPLIT or SPLIT:COUNT") from None
+  return real_corpus.RealCorpusConfig(
+      envs=real_corpus.parse_envs(FLAGS.envs), episodes=episodes, seed=FLAGS.seed,
+      policy_mix={"expert": FLAGS.expert, "noisy": FLAGS.noisy, "random": FLAGS.random},
+      noise=FLAGS.noise, tokenizer_vocab=FLAGS.tokenizer_vocab,
+      max_steps=FLAGS.max_steps or None)
+
+
+def main_real() -> None:
+  if FLAGS.holdout_envs:
+    raise app.UsageError("--holdout_envs is for built-in environments; real corpora hold out "
+                         "by the engines' own splits")
+  try:
+    cfg = real_config_from_flags()
+    cfg.validate()
+  except ValueError as e:
+    raise app.UsageError(str(e)) from None
+  result = real_corpus.build_real_corpus(cfg, FLAGS.out_dir)
+  print(real_corpus.format_summary(result))
+  print(f"wrote {FLAGS.out_dir}")
+
+
 def main(argv):
   if len(argv) > 1:
     raise app.UsageError(f"unexpected arguments: {argv[1:]}")
+  real = [e for e in FLAGS.envs if _is_real(e)]
+  if real:
+    builtin = [e for e in FLAGS.envs if not _is_real(e)]
+    if builtin:
+      raise app.UsageError(
+          f"--envs mixes built-in ({', '.join(builtin)}) and real ({', '.join(real)}) "
+          "environments: build them in two runs with separate --out_dir")
+    main_real()
+    return
   cfg = config_from_flags()
   try:
     cfg.validate()

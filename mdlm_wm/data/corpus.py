@@ -15,7 +15,7 @@ import json
 import os
 import random
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 
 from mdlm_wm.data import schema, stats as stats_lib
 from mdlm_wm.data.serialize import render_rules, render_tools
@@ -60,11 +60,7 @@ class CorpusConfig:
       raise ValueError("episodes_per_env must be >= 1")
     if self.episodes_per_env >= SEED_STRIDE:
       raise ValueError(f"episodes_per_env must be < {SEED_STRIDE}")
-    bad = [p for p in self.policy_mix if p not in base.POLICIES]
-    if bad or not self.policy_mix or min(self.policy_mix.values()) < 0 or sum(
-        self.policy_mix.values()) <= 0:
-      raise ValueError(f"policy_mix must give non-negative weights to {base.POLICIES}, "
-                       f"got {dict(self.policy_mix)}")
+    check_policy_mix(self.policy_mix)
     if not 0 <= self.valid_fraction + self.test_fraction < 1:
       raise ValueError("valid_fraction + test_fraction must be in [0, 1)")
     needed = 1 + bool(self.valid_fraction) + bool(self.test_fraction)
@@ -93,10 +89,24 @@ def split_ranges(cfg: CorpusConfig) -> dict[str, tuple[int, int]]:
           "test": (n_train + n_valid, n)}
 
 
+def check_policy_mix(policy_mix: Mapping[str, float]) -> None:
+  """Raises ValueError unless the mix gives non-negative weights, not all zero,
+  to known policies."""
+  bad = [p for p in policy_mix if p not in base.POLICIES]
+  if bad or not policy_mix or min(policy_mix.values()) < 0 or sum(policy_mix.values()) <= 0:
+    raise ValueError(f"policy_mix must give non-negative weights to {base.POLICIES}, "
+                     f"got {dict(policy_mix)}")
+
+
+def pick_policy(policy_mix: Mapping[str, float], key: str) -> str:
+  """A policy drawn from the mix by a stream seeded with `key` (deterministic)."""
+  names = sorted(policy_mix)
+  rng = random.Random(key)
+  return rng.choices(names, weights=[policy_mix[p] for p in names])[0]
+
+
 def _policy(cfg: CorpusConfig, env: str, index: int) -> str:
-  names = sorted(cfg.policy_mix)
-  rng = random.Random(f"policy/{cfg.seed}/{env}/{index}")
-  return rng.choices(names, weights=[cfg.policy_mix[p] for p in names])[0]
+  return pick_policy(cfg.policy_mix, f"policy/{cfg.seed}/{env}/{index}")
 
 
 def generate(cfg: CorpusConfig, env_name: str, start: int, stop: int,
@@ -154,14 +164,8 @@ def build_corpus(cfg: CorpusConfig, out_dir: str, *, verbose: bool = True) -> di
   if progress:
     progress.close()
 
-  tokenizer = None
-  if cfg.tokenizer_vocab:
-    tokenizer = train_tokenizer(_texts(os.path.join(out_dir, "train.jsonl")),
-                                cfg.tokenizer_vocab)
-    tokenizer.save(os.path.join(out_dir, TOKENIZER_FILE))
-
-  env_stats = {split: stats_lib.collect(
-      schema.iter_episodes(os.path.join(out_dir, f"{split}.jsonl")), tokenizer) for split in files}
+  tokenizer = train_split_tokenizer(out_dir, cfg.tokenizer_vocab)
+  env_stats = split_stats(out_dir, files, tokenizer)
   per_split = {split: {env: s.summary(tokenizer is not None) for env, s in sorted(st.items())}
                for split, st in env_stats.items()}
   result = {
@@ -175,16 +179,38 @@ def build_corpus(cfg: CorpusConfig, out_dir: str, *, verbose: bool = True) -> di
       "tokenizer": ({"file": TOKENIZER_FILE, "vocab_size": tokenizer.vocab_size}
                     if tokenizer else None),
   }
-  tmp = os.path.join(out_dir, "stats.json.tmp")
-  with open(tmp, "w", encoding="utf-8") as f:
-    json.dump(result, f, indent=2, sort_keys=True)
-    f.write("\n")
-  os.replace(tmp, os.path.join(out_dir, "stats.json"))
+  write_json(os.path.join(out_dir, "stats.json"), result)
   # Timing and live objects go to the caller, not into stats.json, which must
   # be reproducible.
   result["episodes_per_second"] = total / max(gen_seconds, 1e-9)
   result["env_stats"] = env_stats
   return result
+
+
+def train_split_tokenizer(out_dir: str, vocab_size: int) -> Tokenizer | None:
+  """Trains the tokenizer on `out_dir`/train.jsonl and saves it there (0: none)."""
+  if not vocab_size:
+    return None
+  tokenizer = train_tokenizer(_texts(os.path.join(out_dir, "train.jsonl")), vocab_size)
+  tokenizer.save(os.path.join(out_dir, TOKENIZER_FILE))
+  return tokenizer
+
+
+def split_stats(out_dir: str, splits: Iterable[str],
+                tokenizer: Tokenizer | None) -> dict[str, dict[str, stats_lib.EnvStats]]:
+  """Per-split, per-environment statistics of the written files; reading them
+  back validates every line against the schema."""
+  return {split: stats_lib.collect(
+      schema.iter_episodes(os.path.join(out_dir, f"{split}.jsonl")), tokenizer) for split in splits}
+
+
+def write_json(path: str, obj: dict) -> None:
+  """Sorted, indented JSON, written to a temporary name and moved into place."""
+  tmp = path + ".tmp"
+  with open(tmp, "w", encoding="utf-8") as f:
+    json.dump(obj, f, indent=2, sort_keys=True)
+    f.write("\n")
+  os.replace(tmp, path)
 
 
 def format_summary(result: dict) -> str:
