@@ -17,7 +17,7 @@ def get_config():
   cfg.model.n_kv_heads = 8
   cfg.model.d_ff = 5632
   cfg.model.dtype = "bfloat16"
-  cfg.model.remat = True
+  cfg.model.remat = "full"
   cfg.optim.lr = 3e-4
   cfg.optim.warmup_steps = 2000
   cfg.train.steps = 100_000

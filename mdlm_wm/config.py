@@ -14,7 +14,7 @@ import ml_collections
 from mdlm_wm.data.pipeline import PipelineConfig
 from mdlm_wm.diffusion.schedule import SCHEDULES
 from mdlm_wm.model.sharding import DEFAULT_RULES
-from mdlm_wm.model.transformer import ATTENTION_MODES, ModelConfig
+from mdlm_wm.model.transformer import ATTENTION_MODES, ModelConfig, remat_policy
 from mdlm_wm.train.objectives import OBJECTIVES, ObjectiveConfig
 
 
@@ -59,7 +59,13 @@ def base_config() -> ml_collections.ConfigDict:
   c.model.attention = "auto"  # auto: bidirectional for mdlm, causal for ar; or prefix
   c.model.tie_embeddings = True
   c.model.dtype = "float32"
-  c.model.remat = False
+  c.model.remat = "none"  # none | full | dots | dots_no_batch (transformer.REMAT_POLICIES)
+  # Needed to import pretrained checkpoints exactly (model/hf_import.py).
+  c.model.d_head = 0  # 0: d_model // n_heads
+  c.model.rope_base = 10_000.0
+  c.model.norm_eps = 1e-6
+  c.model.qkv_bias = False
+  c.model.qk_norm = False
 
   c.diffusion = ml_collections.ConfigDict()
   c.diffusion.schedule = "loglinear"
@@ -77,6 +83,9 @@ def base_config() -> ml_collections.ConfigDict:
   c.train.keep_checkpoints = 2
   c.train.nan_policy = "stop"  # stop | skip
   c.train.tensorboard = True
+  # A workdir (e.g. from launch.import_hf) whose latest params start a fresh
+  # run; its model must match config.model up to attention, dtype and remat.
+  c.train.init_from = ""
 
   c.mesh = ml_collections.ConfigDict()
   c.mesh.shape = (-1, 1, 1)  # (data, fsdp, tensor); -1 takes the remaining devices
@@ -128,10 +137,18 @@ def validate(cfg) -> None:
          f"must be >= max_context_len + max_target_len ({d.max_context_len + d.max_target_len})")
   _check(d.max_target_len >= 2, "data.max_target_len", "must be >= 2")
   m = cfg.model
-  _check(m.d_model % m.n_heads == 0, "model.d_model", "must be divisible by model.n_heads")
+  _check(m.d_head >= 0, "model.d_head", "must be >= 0 (0: d_model // n_heads)")
+  _check(m.d_head > 0 or m.d_model % m.n_heads == 0, "model.d_model",
+         "must be divisible by model.n_heads (or set model.d_head)")
   _check(m.n_heads % m.n_kv_heads == 0, "model.n_heads", "must be a multiple of n_kv_heads")
-  _check((m.d_model // m.n_heads) % 2 == 0, "model.d_model", "head_dim must be even (RoPE)")
+  _check((m.d_head or m.d_model // m.n_heads) % 2 == 0, "model.d_model",
+         "head_dim must be even (RoPE)")
   _check(m.dtype in ("float32", "bfloat16"), "model.dtype", "must be float32 or bfloat16")
+  _check(m.norm_eps > 0, "model.norm_eps", "must be > 0")
+  try:
+    remat_policy(m.remat)
+  except ValueError as e:
+    raise ValueError(f"config.model.remat: {e}") from None
   _check(cfg.diffusion.schedule in SCHEDULES, "diffusion.schedule", f"must be one of {SCHEDULES}")
   for key in ("joint_mask_rate", "steer_drop_rate"):
     _check(0 <= cfg.diffusion[key] < 1, f"diffusion.{key}", "must be in [0, 1)")
@@ -221,6 +238,26 @@ def grpo_base_config() -> ml_collections.ConfigDict:
   return c
 
 
+def _validate_policy_gradient(cfg) -> None:
+  """The `grpo` update keys and the optim / train / mesh keys that world-model
+  and agent GRPO share."""
+  g = cfg.grpo
+  _check(g.mu >= 1, "grpo.mu", "must be >= 1")
+  _check(g.clip_eps > 0, "grpo.clip_eps", "must be > 0")
+  _check(g.beta >= 0, "grpo.beta", "must be >= 0")
+  _check(g.kl_estimator in KL_ESTIMATORS, "grpo.kl_estimator", f"must be one of {KL_ESTIMATORS}")
+  _check(g.advantage in ADVANTAGE_MODES, "grpo.advantage", f"must be one of {ADVANTAGE_MODES}")
+  o, t = cfg.optim, cfg.train
+  _check(o.lr > 0, "optim.lr", "must be > 0")
+  _check(0 <= o.min_lr_ratio <= 1, "optim.min_lr_ratio", "must be in [0, 1]")
+  _check(o.clip_norm >= 0, "optim.clip_norm", "must be >= 0 (0: off)")
+  _check(t.steps >= 1, "train.steps", "must be >= 1")
+  _check(0 <= o.warmup_steps < t.steps, "optim.warmup_steps", "must be in [0, train.steps)")
+  for key in ("log_every", "eval_every", "checkpoint_every", "keep_checkpoints"):
+    _check(t[key] >= 1, f"train.{key}", "must be >= 1")
+  _check(len(cfg.mesh.shape) == 3, "mesh.shape", "must have 3 entries (data, fsdp, tensor)")
+
+
 def validate_grpo(cfg, batch_shards: int = 1) -> None:
   """Raises ValueError naming the first bad key; `batch_shards` is the mesh's
   data x fsdp size, which must divide the B x G rollouts of a step."""
@@ -228,11 +265,7 @@ def validate_grpo(cfg, batch_shards: int = 1) -> None:
   _check(g.num_prompts >= 1, "grpo.num_prompts", "must be >= 1")
   _check(g.num_generations >= 2, "grpo.num_generations",
          "must be >= 2 (advantages are relative to the group)")
-  _check(g.mu >= 1, "grpo.mu", "must be >= 1")
-  _check(g.clip_eps > 0, "grpo.clip_eps", "must be > 0")
-  _check(g.beta >= 0, "grpo.beta", "must be >= 0")
-  _check(g.kl_estimator in KL_ESTIMATORS, "grpo.kl_estimator", f"must be one of {KL_ESTIMATORS}")
-  _check(g.advantage in ADVANTAGE_MODES, "grpo.advantage", f"must be one of {ADVANTAGE_MODES}")
+  _validate_policy_gradient(cfg)
   _check(g.mdlm_logprob in MDLM_LOGPROBS, "grpo.mdlm_logprob", f"must be one of {MDLM_LOGPROBS}")
   _check(0 <= g.prompt_mask_rate < 1, "grpo.prompt_mask_rate", "must be in [0, 1)")
   _check(g.score_threads >= 0, "grpo.score_threads", "must be >= 0")
@@ -247,24 +280,123 @@ def validate_grpo(cfg, batch_shards: int = 1) -> None:
   _check(cfg.sample.steps >= 1, "sample.steps", "must be >= 1")
   _check(cfg.sample.temperature > 0, "sample.temperature",
          "must be > 0 (greedy rollouts give every group zero spread)")
-  o, t = cfg.optim, cfg.train
-  _check(o.lr > 0, "optim.lr", "must be > 0")
-  _check(0 <= o.min_lr_ratio <= 1, "optim.min_lr_ratio", "must be in [0, 1]")
-  _check(o.clip_norm >= 0, "optim.clip_norm", "must be >= 0 (0: off)")
-  _check(t.steps >= 1, "train.steps", "must be >= 1")
-  _check(0 <= o.warmup_steps < t.steps, "optim.warmup_steps", "must be in [0, train.steps)")
-  for key in ("log_every", "eval_every", "checkpoint_every", "keep_checkpoints", "eval_samples"):
-    _check(t[key] >= 1, f"train.{key}", "must be >= 1")
-  _check(t.eval_examples >= 0, "train.eval_examples", "must be >= 0")
-  _check(len(cfg.mesh.shape) == 3, "mesh.shape", "must have 3 entries (data, fsdp, tensor)")
+  _check(cfg.train.eval_samples >= 1, "train.eval_samples", "must be >= 1")
+  _check(cfg.train.eval_examples >= 0, "train.eval_examples", "must be >= 0")
+
+
+# ------------------------------------------------------------------ agent GRPO
+
+ENV_BACKENDS = ("wm", "real")
+AGENT_REWARD_KEYS = ("success", "progress", "step_cost")  # agents/grpo.episode_reward's terms
+# envs.adapters.base.SPLITS, kept here like the lists above; tests check they agree.
+TASK_SPLITS = ("train", "valid", "test")
+
+
+def agent_grpo_base_config() -> ml_collections.ConfigDict:
+  """Agent GRPO (agents/grpo.py): a behaviour-cloned agent acts in a world
+  model (or the real environment) from real starts; reward = task success."""
+  c = ml_collections.ConfigDict()
+  c.agent = ""  # the BC agent's workdir (--agent); also the KL reference
+  c.world_model = ""  # the world model's workdir (--world_model); unused when env_backend=real
+  c.env = ""  # where the tasks come from (--env): built-in, family/task, family, or a list
+  c.env_backend = "wm"  # wm: the world model predicts every next state; real: env.step does
+  c.seed = 0
+
+  c.tasks = ml_collections.ConfigDict()
+  c.tasks.split = "train"  # task seeds come from this split (agents/tasks.py)
+  c.tasks.per_env = 1000  # at most this many seeds per environment
+
+  c.grpo = ml_collections.ConfigDict()
+  c.grpo.num_tasks = 4  # B tasks per step
+  c.grpo.num_episodes = 4  # G episodes per task: the group of the advantages
+  c.grpo.horizon = 10  # H: an episode's step limit
+  c.grpo.mu = 2
+  c.grpo.clip_eps = 0.2
+  c.grpo.beta = 0.02  # KL to the frozen BC agent
+  c.grpo.kl_estimator = "k3"
+  c.grpo.advantage = "std"
+
+  # An episode's reward: success * [solved] + progress * (a/b of the last
+  # state's progress or goal fraction) - step_cost * steps / horizon.
+  c.reward = ml_collections.ConfigDict()
+  c.reward.success = 1.0
+  c.reward.progress = 0.0
+  c.reward.step_cost = 0.0
+
+  c.sample = ml_collections.ConfigDict()  # the agent's actions
+  c.sample.temperature = 1.0
+  c.world_model_sample = ml_collections.ConfigDict()  # the world model's next states
+  c.world_model_sample.steps = 16  # MDLM denoising steps (AR ignores it)
+  c.world_model_sample.temperature = 1.0
+
+  c.optim = optim_config(lr=1e-4, warmup_steps=5, min_lr_ratio=1.0, weight_decay=0.0)
+
+  c.train = ml_collections.ConfigDict()
+  c.train.steps = 100
+  c.train.log_every = 5
+  c.train.eval_every = 25
+  # Evaluation in the REAL environment (0: none): this many tasks of
+  # eval_split per environment, up to eval_max_steps steps (0: the
+  # environment's own limit).
+  c.train.eval_episodes = 0
+  c.train.eval_split = "valid"
+  c.train.eval_max_steps = 0
+  c.train.checkpoint_every = 25
+  c.train.keep_checkpoints = 2
+  c.train.tensorboard = True
+
+  c.mesh = ml_collections.ConfigDict()
+  c.mesh.shape = (-1, 1, 1)
+  c.mesh.num_devices = 0
+  return c
+
+
+def validate_agent_grpo(cfg, batch_shards: int = 1) -> None:
+  """Raises ValueError naming the first bad key; `batch_shards` (the mesh's
+  data x fsdp size) must divide the B x G episodes of a step."""
+  _check(bool(cfg.agent), "agent", "give the BC agent's workdir (--agent)")
+  _check(bool(cfg.env), "env", "give the environment(s) the tasks come from (--env)")
+  _check(cfg.env_backend in ENV_BACKENDS, "env_backend", f"must be one of {ENV_BACKENDS}")
+  _check(cfg.env_backend != "wm" or bool(cfg.world_model), "world_model",
+         "give the world model's workdir (--world_model) or use env_backend=real")
+  _check(cfg.tasks.split in TASK_SPLITS, "tasks.split", f"must be one of {TASK_SPLITS}")
+  g = cfg.grpo
+  _check(g.num_tasks >= 1, "grpo.num_tasks", "must be >= 1")
+  _check(g.num_episodes >= 2, "grpo.num_episodes",
+         "must be >= 2 (advantages are relative to the group)")
+  _check(g.horizon >= 1, "grpo.horizon", "must be >= 1")
+  _check(cfg.tasks.per_env >= 1, "tasks.per_env", "must be >= 1")
+  _validate_policy_gradient(cfg)
+  episodes = g.num_tasks * g.num_episodes
+  _check(episodes % batch_shards == 0, "grpo.num_tasks",
+         f"num_tasks x num_episodes ({episodes}) must be divisible by the mesh's data x fsdp "
+         f"size ({batch_shards})")
+  unknown = set(cfg.reward.keys()) - set(AGENT_REWARD_KEYS)
+  _check(not unknown, "reward", f"unknown term(s) {sorted(unknown)}; known: {AGENT_REWARD_KEYS}")
+  _check(cfg.reward.success != 0 or cfg.reward.progress != 0, "reward",
+         "reward.success or reward.progress must be nonzero")
+  _check(cfg.reward.step_cost >= 0, "reward.step_cost", "must be >= 0")
+  _check(cfg.sample.temperature > 0, "sample.temperature",
+         "must be > 0 (greedy agents give every group zero spread)")
+  _check(cfg.world_model_sample.steps >= 1, "world_model_sample.steps", "must be >= 1")
+  _check(cfg.world_model_sample.temperature >= 0, "world_model_sample.temperature",
+         "must be >= 0")
+  _check(cfg.train.eval_episodes >= 0, "train.eval_episodes", "must be >= 0")
+  _check(cfg.train.eval_max_steps >= 0, "train.eval_max_steps", "must be >= 0")
+  _check(cfg.train.eval_split in TASK_SPLITS, "train.eval_split", f"must be one of {TASK_SPLITS}")
 
 
 def model_config(cfg, vocab_size: int) -> ModelConfig:
+  """The model of `cfg`; keys newer than a checkpoint's saved config take
+  ModelConfig's defaults, so older workdirs still load."""
   m = cfg.model
+  defaults = ModelConfig(vocab_size=vocab_size)
+  newer = {k: m.get(k, getattr(defaults, k))
+           for k in ("d_head", "rope_base", "norm_eps", "qkv_bias", "qk_norm")}
   return ModelConfig(vocab_size=vocab_size, d_model=m.d_model, n_layers=m.n_layers,
                      n_heads=m.n_heads, n_kv_heads=m.n_kv_heads, d_ff=m.d_ff,
                      attention=attention_mode(cfg), tie_embeddings=m.tie_embeddings,
-                     dtype=m.dtype, remat=m.remat)
+                     dtype=m.dtype, remat=m.remat, **newer)
 
 
 def pipeline_config(cfg, *, batch_size: int | None = None, seed_offset: int = 0,

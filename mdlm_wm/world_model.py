@@ -19,6 +19,7 @@ from collections.abc import Sequence
 from typing import NamedTuple
 
 import jax
+import jax.numpy as jnp
 import ml_collections
 import numpy as np
 
@@ -150,18 +151,20 @@ class WorldModel:
   # ------------------------------------------------------------------ generation
 
   def sample_tokens(self, transitions: Sequence[Transition], *, num_samples: int = 1,
-                    seed: int = 0, steers: Sequence[str | None] | None = None,
+                    seed: int | Sequence[int] = 0, steers: Sequence[str | None] | None = None,
                     anchors: Sequence[Anchors | None] | None = None, params=None,
                     **sample_overrides) -> Samples:
     """Token canvases of `num_samples` next states per transition (one jitted call).
 
-    `params` replaces the loaded params for this call (GRPO samples from the
-    policy it is training).
+    `seed` is one seed for the call, or one per transition: then transition
+    b's samples depend only on seeds[b] (not on the rest of the batch), so a
+    batch of environments matches stepping each alone. `params` replaces the
+    loaded params for this call (GRPO samples from the policy it is training).
     """
     context, valid, uncond = self.encode_contexts(transitions, steers)
     anchors = anchors or [None] * len(transitions)
     fixed = self.fixed_canvas(anchors)
-    rng = jax.random.key(seed)
+    rng = _keys(seed, len(transitions))
     params = self.params if params is None else params
     s = {**self.cfg.sample.to_dict(), **sample_overrides}
     if self.objective == "ar":
@@ -186,11 +189,13 @@ class WorldModel:
     return [[self._text(samples.tokens_BGT[b, g], samples.fixed_BT[b]) for g in range(G)]
             for b in range(B)]
 
-  def generate(self, transitions: Sequence[Transition], *, num_samples: int = 1, seed: int = 0,
+  def generate(self, transitions: Sequence[Transition], *, num_samples: int = 1,
+               seed: int | Sequence[int] = 0,
                steers: Sequence[str | None] | None = None,
                anchors: Sequence[Anchors | None] | None = None, **sample_overrides
                ) -> list[list[str]]:
-    """`num_samples` next states for each transition (one jitted call)."""
+    """`num_samples` next states for each transition (one jitted call; `seed`
+    as in `sample_tokens`)."""
     return self.texts(self.sample_tokens(transitions, num_samples=num_samples, seed=seed,
                                          steers=steers, anchors=anchors, **sample_overrides))
 
@@ -221,6 +226,16 @@ class WorldModel:
         states[g] = preds[g][0]
         out[g].append(states[g])
     return out
+
+
+def _keys(seed: int | Sequence[int], batch: int) -> jax.Array:
+  """One key for the call, or a [batch] key array for one seed per transition."""
+  if np.ndim(seed) == 0:
+    return jax.random.key(seed)
+  if len(seed) != batch:
+    raise ValueError(f"got {len(seed)} seeds for {batch} transitions; pass one int or one "
+                     "seed per transition")
+  return jnp.stack([jax.random.key(s) for s in seed])
 
 
 def _shardings_like(abstract_state, params, mesh):

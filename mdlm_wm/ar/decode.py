@@ -28,7 +28,7 @@ import jax
 import jax.numpy as jnp
 from flax import nnx
 
-from mdlm_wm.diffusion.sampler import sample_tokens
+from mdlm_wm.diffusion.sampler import fold_in, row_keys, sample_tokens
 
 
 @dataclasses.dataclass(frozen=True)
@@ -57,6 +57,7 @@ def _decode_jit(graphdef, params, context_BC, context_valid_BC, rng, fixed_BT, *
   T, G = cfg.max_len, num_samples
   N, P = B * G, C - 1  # rows, prefilled cache length
   rep = lambda x: jnp.repeat(x, G, axis=0)
+  rng = rng if rng.ndim == 0 else row_keys(rng, G)
 
   prefix = model.encode_context(context_BC[:, :P], context_valid_BC[:, :P])
   grow = lambda x: rep(jnp.pad(x, ((0, 0), (0, T)) + ((0, 0),) * (x.ndim - 2)))
@@ -79,7 +80,7 @@ def _decode_jit(graphdef, params, context_BC, context_valid_BC, rng, fixed_BT, *
       new_cache.append((jax.lax.dynamic_update_slice_in_dim(k_cache, k, position, axis=1),
                         jax.lax.dynamic_update_slice_in_dim(v_cache, v, position, axis=1)))
     logits = model.logits(x)[:, 0]
-    token = sample_tokens(jax.random.fold_in(rng, j), logits, cfg.temperature, cfg.top_p)
+    token = sample_tokens(fold_in(rng, j), logits, cfg.temperature, cfg.top_p)
     if cfg.eot_id is not None:
       token = jnp.where(done_N, cfg.eot_id, token)
     pin = fixed_NT[:, j]
@@ -97,8 +98,10 @@ def decode(graphdef, params, context_BC, context_valid_BC, rng, cfg: DecodeConfi
            num_samples: int, fixed_BT=None):
   """Generates `cfg.max_len` target tokens per sample: int32 [B, G, T].
 
-  `context_BC` is left-padded and its last column must be a real token (the
-  <target> marker); `fixed_BT` pins tokens (-1 = free) that are teacher-forced.
+  `rng` is one key or [B] keys (one per prompt: sample g of prompt b then
+  draws from fold_in(key_b, g) alone); `context_BC` is left-padded and its
+  last column must be a real token (the <target> marker); `fixed_BT` pins
+  tokens (-1 = free) that are teacher-forced.
   Compiled once per (graphdef, cfg, num_samples, shapes).
   """
   cfg.validate()

@@ -11,7 +11,8 @@ uses to keep attention inside each example.
 
 Deterministic and resumable: the order depends only on the seed, and the
 iterator's `get_state()` restores to the same next batch. Sharded per process:
-process p of P reads examples p, p+P, ... of the shuffled index.
+process p of P reads examples p, p+P, ... of the shuffled index (or, with
+`make_sharded_dataset`, data shards fixed independently of P).
 """
 
 from __future__ import annotations
@@ -193,6 +194,45 @@ def make_dataset(paths: str | Sequence[str], tokenizer: Tokenizer, cfg: Pipeline
       num_packing_bins=cfg.packing_bins or 4 * cfg.batch_size, shuffle_bins=False)
   it = it.batch(cfg.batch_size, drop_remainder=True, batch_fn=_collate)
   return it, to_row
+
+
+def make_sharded_dataset(paths: str | Sequence[str], tokenizer: Tokenizer, cfg: PipelineConfig, *,
+                         shard_ids: Sequence[int], shard_count: int):
+  """This process's rows of every global batch: data shards `shard_ids` of `shard_count`.
+
+  Shard i is `make_dataset` with process_index=i, process_count=shard_count
+  (cfg.batch_size rows each); a process reading several shards concatenates
+  their batches in shard order. A global batch is shards 0..S-1 in order,
+  whichever process reads which, so with S fixed a run gives the same batches
+  on any number of processes that divides S (and `relayout_state` moves a
+  checkpointed position between such layouts). Returns (dataset, the shards'
+  row transforms).
+  """
+  src = TransitionSource(paths, cfg.history_len)
+  parts = [make_dataset(paths, tokenizer, cfg, process_index=i, process_count=shard_count,
+                        source=src) for i in shard_ids]
+  datasets, rows = zip(*parts)
+  if len(datasets) == 1:
+    return datasets[0], list(rows)
+  return grain.experimental.ZipIterDataset(list(datasets)).map(_concat), list(rows)
+
+
+def relayout_state(saved: Sequence[dict], shard_count: int, shard_ids: Sequence[int]) -> dict:
+  """The iterator state of `make_sharded_dataset(shard_ids=...)` from the states
+  of another layout of the same `shard_count` shards (`saved`: one per process,
+  in process order). A process reading one shard saves that shard's grain state,
+  one reading several saves the zip's {"parents": [...]}.
+  """
+  if shard_count % len(saved):
+    raise ValueError(f"{len(saved)} saved data states cannot hold {shard_count} shards")
+  per_process = shard_count // len(saved)
+  shards = [s for state in saved for s in ([state] if per_process == 1 else state["parents"])]
+  mine = [shards[i] for i in shard_ids]
+  return mine[0] if len(mine) == 1 else {"parents": mine}
+
+
+def _concat(batches: Sequence[dict[str, np.ndarray]]) -> dict[str, np.ndarray]:
+  return {k: np.concatenate([b[k] for b in batches]) for k in batches[0]}
 
 
 def _collate(rows: Sequence[dict[str, np.ndarray]]) -> dict[str, np.ndarray]:

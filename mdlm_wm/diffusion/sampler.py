@@ -21,6 +21,11 @@ row b shifted by the row's padding C - len_b; the cache path therefore puts
 target j at C + j. RoPE attention depends only on position differences, so
 the shift changes nothing but float rounding.
 
+Keys: one key for the whole call, or one key per prompt ([B] keys). With a
+key per prompt, sample g of prompt b draws all its noise from
+fold_in(key_b, g), so a prompt's samples do not depend on which other prompts
+share the call (a batch of environments then matches stepping each alone).
+
 Classifier-free guidance (on the steer z, which training drops by hiding its
 tokens from attention): the unconditional pass uses `uncond_valid_BC`, the
 context mask without the steer tokens, at unchanged positions. Convention,
@@ -113,10 +118,38 @@ def committed_fraction(steps: int, kind: str) -> np.ndarray:
   return frac.astype(np.float32)
 
 
+def row_keys(keys_B, num_samples: int):
+  """[B] per-prompt keys -> [B * G] per-sample keys: fold_in(key_b, g) for row b*G + g."""
+  per_sample = lambda k: jax.vmap(lambda g: jax.random.fold_in(k, g))(jnp.arange(num_samples))
+  return jax.vmap(per_sample)(keys_B).reshape(-1)
+
+
+def fold_in(key, data):
+  """`jax.random.fold_in` of one key, or of each key of a per-row [N] key array."""
+  if key.ndim == 0:
+    return jax.random.fold_in(key, data)
+  return jax.vmap(jax.random.fold_in, in_axes=(0, None))(key, data)
+
+
+def split(key, num: int = 2):
+  """`jax.random.split` of one key ([num]), or of each per-row key ([num, N])."""
+  if key.ndim == 0:
+    return jax.random.split(key, num)
+  return jax.vmap(lambda k: jax.random.split(k, num), out_axes=1)(key)
+
+
+def _draw(fn, key, shape):
+  """fn(key, shape) with one key; with per-row keys ([N] = shape[0]), row n from key n."""
+  if key.ndim == 0:
+    return fn(key, shape)
+  return jax.vmap(lambda k: fn(k, shape[1:]))(key)
+
+
 def sample_tokens(key, logits_NV, temperature: float, top_p: float):
   """One token per row: argmax at temperature 0, else Gumbel-max in float32.
 
-  Shared with the AR decoder so both baselines draw tokens identically.
+  `key` is one key or a key per row (`row_keys`). Shared with the AR decoder
+  so both baselines draw tokens identically.
   """
   logits = logits_NV.astype(jnp.float32)
   if temperature == 0:
@@ -124,7 +157,7 @@ def sample_tokens(key, logits_NV, temperature: float, top_p: float):
   logits = logits / temperature
   if top_p < 1.0:
     logits = top_p_filter(logits, top_p)
-  gumbel = jax.random.gumbel(key, logits.shape, jnp.float32)
+  gumbel = _draw(lambda k, shape: jax.random.gumbel(k, shape, jnp.float32), key, logits.shape)
   return jnp.argmax(logits + gumbel, axis=-1).astype(jnp.int32)
 
 
@@ -160,7 +193,7 @@ def trim_after_eot(tokens, eot_id: int, pad_id: int = 0):
 def _confidence(kind: str, key, logits_NTV, sampled_NT):
   """Higher = commit sooner. `logits` already exclude [MASK] (-inf)."""
   if kind == "random":
-    return jax.random.uniform(key, sampled_NT.shape)
+    return _draw(jax.random.uniform, key, sampled_NT.shape)
   logp = jax.nn.log_softmax(logits_NTV, axis=-1)
   p = jnp.exp(logp)
   if kind == "top1":
@@ -244,6 +277,7 @@ def _sample_jit(graphdef, params, context_BC, context_valid_BC, fixed_BT, rng, u
   views = [context_valid_BC] if uncond_valid_BC is None else [context_valid_BC, uncond_valid_BC]
   logits_fn = _logits_fn(model, cfg, context_BC, jnp.stack(views).astype(bool), G)
 
+  rng = rng if rng.ndim == 0 else row_keys(rng, G)
   fixed_NT = jnp.repeat(fixed_BT.astype(jnp.int32), G, axis=0)
   free_NT = fixed_NT < 0
   canvas0 = jnp.where(free_NT, mask_id, fixed_NT)
@@ -257,7 +291,7 @@ def _sample_jit(graphdef, params, context_BC, context_valid_BC, fixed_BT, rng, u
 
   def step(carry, s):
     canvas, commit_step = carry
-    key_sample, key_conf = jax.random.split(jax.random.fold_in(rng, s))
+    key_sample, key_conf = split(fold_in(rng, s))
     logits = logits_fn(canvas).astype(jnp.float32).at[..., mask_id].set(-jnp.inf)  # SUBS
     sampled = sample_tokens(key_sample, logits, cfg.temperature, cfg.top_p)
     conf = _confidence(cfg.confidence, key_conf, logits, sampled)
@@ -284,6 +318,7 @@ def sample(graphdef, params, context_BC, context_valid_BC, fixed_BT, rng, cfg: S
            *, num_samples: int, mask_id: int, uncond_valid_BC=None) -> SampleOutput:
   """Draws `num_samples` targets per prompt: tokens [B, G, T].
 
+  `rng` is one key, or [B] keys (one per prompt, see the module docstring);
   `context_BC` is left-padded (pad id 0) and ends with the <target> marker;
   `context_valid_BC` marks its real tokens; `fixed_BT` pins target tokens
   (-1 = free); `uncond_valid_BC` (needed when cfg.cfg_scale > 0) is the valid

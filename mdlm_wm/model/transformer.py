@@ -11,6 +11,11 @@ only in their mask and objective:
 Packed rows carry `segment_ids` (0 = padding); attention never crosses
 segments. Parameters carry mesh-axis sharding metadata resolved from logical
 names with the config's rules.
+
+Options beyond the Llama core exist so pretrained checkpoints import exactly
+(`model/hf_import.py`): an explicit head size (`d_head`, Qwen3), biases on the
+q/k/v projections (Qwen2) and RMSNorm on each query/key head (Qwen3).
+Activation rematerialization is a named policy (`REMAT_POLICIES`).
 """
 
 from __future__ import annotations
@@ -21,11 +26,39 @@ from collections.abc import Mapping
 import jax
 import jax.numpy as jnp
 from flax import nnx
+from jax.sharding import NamedSharding
 
 from mdlm_wm.model import sharding
 
 ATTENTION_MODES = ("bidirectional", "causal", "prefix")
 _NEG_INF = -1e9  # finite: a fully masked row (padding) must not produce NaN
+
+# What the backward pass of a block may keep from its forward pass:
+#   none: everything (no remat); full: only the block's inputs (recompute the
+#   whole block); dots: every matmul output, attention scores included;
+#   dots_no_batch: only the weight matmuls (projections, MLP), so the
+#   [B, H, L, L] attention scores and probabilities are recomputed.
+# Host offloading (jax's offload_* policies) is left out: the CPU backend
+# cannot run it, and the tests must.
+REMAT_POLICIES = ("none", "full", "dots", "dots_no_batch")
+_CHECKPOINT_POLICIES = {
+    "full": None,
+    "dots": jax.checkpoint_policies.dots_saveable,
+    "dots_no_batch": jax.checkpoint_policies.dots_with_no_batch_dims_saveable,
+}
+
+
+def remat_policy(value: bool | str) -> str:
+  """The canonical policy name of a `remat` config value (raises if unknown).
+
+  Configs and checkpoint metas written before policies existed hold a bool:
+  True rematerialized whole blocks ("full"), False nothing ("none").
+  """
+  if isinstance(value, bool):
+    return "full" if value else "none"
+  if value not in REMAT_POLICIES:
+    raise ValueError(f"remat must be one of {REMAT_POLICIES} (or a bool), got {value!r}")
+  return value
 
 
 @dataclasses.dataclass(frozen=True)
@@ -40,16 +73,26 @@ class ModelConfig:
   tie_embeddings: bool = True
   rope_base: float = 10_000.0
   dtype: str = "float32"  # compute dtype; params stay float32
-  remat: bool = False
+  remat: str = "none"  # one of REMAT_POLICIES; a bool (older configs, metas) is converted
+  d_head: int = 0  # 0: d_model // n_heads
+  norm_eps: float = 1e-6
+  qkv_bias: bool = False
+  qk_norm: bool = False
+
+  def __post_init__(self):
+    if isinstance(self.remat, bool):
+      object.__setattr__(self, "remat", remat_policy(self.remat))
 
   @property
   def head_dim(self) -> int:
-    return self.d_model // self.n_heads
+    return self.d_head or self.d_model // self.n_heads
 
   def validate(self) -> None:
     if self.attention not in ATTENTION_MODES:
       raise ValueError(f"attention must be one of {ATTENTION_MODES}, got {self.attention!r}")
-    if self.d_model % self.n_heads:
+    if self.d_head < 0:
+      raise ValueError(f"d_head must be >= 0 (0: d_model // n_heads), got {self.d_head}")
+    if not self.d_head and self.d_model % self.n_heads:
       raise ValueError(f"d_model ({self.d_model}) must be divisible by n_heads ({self.n_heads})")
     if self.n_heads % self.n_kv_heads:
       raise ValueError(f"n_heads ({self.n_heads}) must be a multiple of n_kv_heads "
@@ -58,11 +101,19 @@ class ModelConfig:
       raise ValueError(f"head_dim ({self.head_dim}) must be even for RoPE")
     if self.dtype not in ("float32", "bfloat16"):
       raise ValueError(f"dtype must be float32 or bfloat16, got {self.dtype!r}")
+    if self.norm_eps <= 0:
+      raise ValueError(f"norm_eps must be > 0, got {self.norm_eps}")
+    remat_policy(self.remat)
 
   def num_params(self) -> int:
     d, f, v = self.d_model, self.d_ff, self.vocab_size
-    kv = self.n_kv_heads * self.head_dim
-    per_layer = d * d * 2 + 2 * d * kv + 3 * d * f + 2 * d
+    q, kv = self.n_heads * self.head_dim, self.n_kv_heads * self.head_dim
+    attn = 2 * d * q + 2 * d * kv
+    if self.qkv_bias:
+      attn += q + 2 * kv
+    if self.qk_norm:
+      attn += 2 * self.head_dim
+    per_layer = attn + 3 * d * f + 2 * d
     return v * d * (1 if self.tie_embeddings else 2) + self.n_layers * per_layer + d
 
   def flops_per_token(self, seq_len: int) -> int:
@@ -70,7 +121,7 @@ class ModelConfig:
     non_embed = self.num_params() - self.vocab_size * self.d_model * (
         1 if self.tie_embeddings else 2)
     matmul = 2 * (non_embed + self.vocab_size * self.d_model)
-    attention = 2 * 2 * self.n_layers * seq_len * self.d_model
+    attention = 2 * 2 * self.n_layers * seq_len * self.n_heads * self.head_dim
     return 3 * (matmul + attention)
 
 
@@ -107,20 +158,30 @@ class Attention(nnx.Module):
   def __init__(self, cfg: ModelConfig, rules, rngs: nnx.Rngs):
     d, hd = cfg.d_model, cfg.head_dim
     dtype = jnp.dtype(cfg.dtype)
-    lin = lambda i, o, names: nnx.Linear(
-        i, o, use_bias=False, dtype=dtype,
-        kernel_init=_init(nnx.initializers.lecun_normal(), names, rules), rngs=rngs)
-    self.q = lin(d, cfg.n_heads * hd, ("embed", "heads"))
-    self.k = lin(d, cfg.n_kv_heads * hd, ("embed", "kv_heads"))
-    self.v = lin(d, cfg.n_kv_heads * hd, ("embed", "kv_heads"))
+    lin = lambda i, o, names, bias=False: nnx.Linear(
+        i, o, use_bias=bias, dtype=dtype,
+        kernel_init=_init(nnx.initializers.lecun_normal(), names, rules),
+        bias_init=_init(nnx.initializers.zeros_init(), names[1:], rules), rngs=rngs)
+    self.q = lin(d, cfg.n_heads * hd, ("embed", "heads"), cfg.qkv_bias)
+    self.k = lin(d, cfg.n_kv_heads * hd, ("embed", "kv_heads"), cfg.qkv_bias)
+    self.v = lin(d, cfg.n_kv_heads * hd, ("embed", "kv_heads"), cfg.qkv_bias)
     self.o = lin(cfg.n_heads * hd, d, ("heads", "embed"))
+    if cfg.qk_norm:
+      self.q_norm = RMSNorm(hd, rules, cfg.norm_eps)
+      self.k_norm = RMSNorm(hd, rules, cfg.norm_eps)
     self.cfg = cfg
+
+  def _heads(self, name: str, x_BLD, n_heads: int):
+    """Query or key (`name` q or k) heads [B, L, heads, head_dim], normed if configured."""
+    B, L, _ = x_BLD.shape
+    h = getattr(self, name)(x_BLD).reshape(B, L, n_heads, self.cfg.head_dim)
+    return getattr(self, f"{name}_norm")(h) if self.cfg.qk_norm else h
 
   def kv(self, x_BLD, positions_BL):
     """Keys (with RoPE) and values of `x`: each [B, L, kv_heads, head_dim]."""
     B, L, _ = x_BLD.shape
     c = self.cfg
-    k = rope(self.k(x_BLD).reshape(B, L, c.n_kv_heads, c.head_dim), positions_BL, c.rope_base)
+    k = rope(self._heads("k", x_BLD, c.n_kv_heads), positions_BL, c.rope_base)
     v = self.v(x_BLD).reshape(B, L, c.n_kv_heads, c.head_dim)
     return k, v
 
@@ -131,7 +192,7 @@ class Attention(nnx.Module):
     """
     B, L, _ = x_BLD.shape
     c = self.cfg
-    q = rope(self.q(x_BLD).reshape(B, L, c.n_heads, c.head_dim), positions_BL, c.rope_base)
+    q = rope(self._heads("q", x_BLD, c.n_heads), positions_BL, c.rope_base)
     k, v = self.kv(x_BLD, positions_BL)
     keys, values = k, v
     if prefix_kv is not None:
@@ -171,9 +232,9 @@ class MLP(nnx.Module):
 class Block(nnx.Module):
 
   def __init__(self, cfg: ModelConfig, rules, rngs: nnx.Rngs):
-    self.attn_norm = RMSNorm(cfg.d_model, rules)
+    self.attn_norm = RMSNorm(cfg.d_model, rules, cfg.norm_eps)
     self.attn = Attention(cfg, rules, rngs)
-    self.mlp_norm = RMSNorm(cfg.d_model, rules)
+    self.mlp_norm = RMSNorm(cfg.d_model, rules, cfg.norm_eps)
     self.mlp = MLP(cfg, rules, rngs)
 
   def __call__(self, x, positions, mask, prefix_kv=None):
@@ -211,7 +272,7 @@ class Transformer(nnx.Module):
         embedding_init=_init(nnx.initializers.normal(0.02), ("vocab", "embed"), rules),
         rngs=rngs)
     self.blocks = nnx.List([Block(cfg, rules, rngs) for _ in range(cfg.n_layers)])
-    self.final_norm = RMSNorm(cfg.d_model, rules)
+    self.final_norm = RMSNorm(cfg.d_model, rules, cfg.norm_eps)
     if not cfg.tie_embeddings:
       self.unembed = nnx.Linear(
           cfg.d_model, cfg.vocab_size, use_bias=False, dtype=jnp.dtype(cfg.dtype),
@@ -226,9 +287,17 @@ class Transformer(nnx.Module):
     return self.unembed(x).astype(jnp.float32)
 
   def _block(self, block, x, positions, mask, prefix_kv):
-    if self.cfg.remat:
-      return nnx.remat(lambda b, *a: b(*a))(block, x, positions, mask, prefix_kv)
-    return block(x, positions, mask, prefix_kv)
+    if self.cfg.remat == "none":
+      return block(x, positions, mask, prefix_kv)
+    # jax.checkpoint of a pure function of the block's state: unlike nnx.remat
+    # it also traces inside the samplers' lax.scan (blocks hold no mutable state).
+    graphdef, state = nnx.split(block)
+
+    def run(state, x, positions, mask, prefix_kv):
+      return nnx.merge(graphdef, state)(x, positions, mask, prefix_kv)
+
+    policy = _CHECKPOINT_POLICIES[self.cfg.remat]
+    return jax.checkpoint(run, policy=policy)(state, x, positions, mask, prefix_kv)
 
   def __call__(self, tokens_BL, positions_BL=None, segment_ids_BL=None, target_mask_BL=None):
     """Logits for a packed batch; defaults: one unpadded example per row."""
@@ -285,3 +354,17 @@ class Transformer(nnx.Module):
     for block, kv in zip(self.blocks, cache):
       x, _ = block(x, positions_BT, key_mask_BTK, kv)
     return self.logits(x)
+
+
+def abstract_model(cfg: ModelConfig, mesh: jax.sharding.Mesh, rules=None):
+  """(graphdef, params) with every param a ShapeDtypeStruct sharded on `mesh`:
+  the model's layout without allocating it (AOT compiles, checkpoint imports)."""
+  with jax.set_mesh(mesh):
+    model = nnx.eval_shape(lambda: Transformer(cfg, rngs=nnx.Rngs(0), rules=rules))
+  graphdef, state = nnx.split(model)
+  # eval_shape leaves shardings on an abstract mesh; lowering and device_put need the real one.
+  params = jax.tree.map(
+      lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype,
+                                     sharding=NamedSharding(mesh, x.sharding.spec)),
+      nnx.to_pure_dict(state))
+  return graphdef, params

@@ -1,19 +1,29 @@
 """Orbax checkpoints of the train state together with the data iterator.
 
-Each checkpoint holds `state` (params, optimizer state, step), `data` (the
-grain iterator's position, one file per process) and `meta` (the config and
-tokenizer used, as JSON). Saves are atomic (orbax writes to a temporary
-directory and renames), so a crash mid-save leaves the previous checkpoint as
-the latest one.
+Each checkpoint holds `state` (params, optimizer state, step; every process
+writes its own shards), `data` (the grain iterator's position, one file per
+process) and `meta` (the config and tokenizer used, as JSON). Saves are
+atomic (orbax writes to a temporary directory and renames), so a crash
+mid-save leaves the previous checkpoint as the latest one.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import json
 import os
+import re
 from typing import Any
 
 import grain
 import orbax.checkpoint as ocp
+
+from mdlm_wm.model.transformer import ModelConfig
+
+# ModelConfig fields a run started from another workdir's params may change:
+# they change how the params are used, not what they are (launch.import_hf
+# writes causal-LM weights that an MDLM then fine-tunes bidirectionally).
+FREE_MODEL_FIELDS = ("attention", "dtype", "remat")
 
 
 class Checkpointer:
@@ -46,6 +56,33 @@ class Checkpointer:
     out = self._mngr.restore(step, args=ocp.args.Composite(**items))
     return out["state"], out["meta"]
 
+  def data_states(self, step: int) -> list[dict]:
+    """Every process's saved data-iterator state, in process order.
+
+    grain writes `process_<p>-of-<P>.json` per process; a run resumed on a
+    different number of processes reads them all (pipeline.relayout_state).
+    """
+    directory = os.path.join(self.directory, str(step), "data")
+    counts = {int(m.group(1)) for f in os.listdir(directory)
+              if (m := re.fullmatch(r"process_\d+-of-(\d+)\.json", f))}
+    if len(counts) != 1:
+      raise ValueError(f"{directory}: expected the files of one process count, found {counts}")
+    n = counts.pop()
+    states = []
+    for p in range(n):
+      with open(os.path.join(directory, f"process_{p}-of-{n}.json"), encoding="utf-8") as f:
+        states.append(json.load(f))
+    return states
+
+  def restore_params(self, step: int, abstract_params: Any) -> Any:
+    """The params of a checkpoint's state only, placed like `abstract_params`,
+    whatever optimizer state the checkpoint holds besides them."""
+    target = {"params": abstract_params}
+    args = ocp.args.PyTreeRestore(
+        item=target, restore_args=ocp.checkpoint_utils.construct_restore_args(target),
+        partial_restore=True)
+    return self._mngr.restore(step, args=ocp.args.Composite(state=args))["state"]["params"]
+
   def restore_meta(self, step: int) -> dict:
     return self._mngr.restore(step, args=ocp.args.Composite(meta=ocp.args.JsonRestore()))["meta"]
 
@@ -55,3 +92,23 @@ class Checkpointer:
   def close(self) -> None:
     self._mngr.wait_until_finished()
     self._mngr.close()
+
+
+def init_params_from(directory: str, model_cfg: ModelConfig, abstract_params: Any) -> Any:
+  """Params of the latest checkpoint in `directory` for a run of `model_cfg`
+  (config.train.init_from); the saved model must match up to FREE_MODEL_FIELDS."""
+  ckpt = Checkpointer(directory, save_every=1)
+  step = ckpt.latest_step()
+  if step is None:
+    raise FileNotFoundError(f"config.train.init_from: no checkpoint in {directory}")
+  saved = ModelConfig(**ckpt.restore_meta(step)["model"])
+  differ = [f for f in dataclasses.fields(ModelConfig) if f.name not in FREE_MODEL_FIELDS
+            and getattr(saved, f.name) != getattr(model_cfg, f.name)]
+  if differ:
+    hint = [f"--config.model.{f.name}={getattr(saved, f.name)}" if f.name != "vocab_size" else
+            f"vocab {saved.vocab_size} (use the tokenizer.model saved with it)" for f in differ]
+    raise ValueError(f"config.train.init_from: {directory} step {step} holds another model; "
+                     f"to start from it set {' '.join(hint)}")
+  params = ckpt.restore_params(step, abstract_params)
+  ckpt.close()
+  return params

@@ -1,9 +1,15 @@
 """The training loop: one linear function, in the order a reader expects.
 
-mesh -> tokenizer and data -> model and optimizer (sharded at creation) ->
-jitted step with in/out shardings and donated state -> restore if the workdir
-has a checkpoint -> loop (metrics fetched one step late so the host never
-waits on the device; checkpoints on an interval and on SIGTERM).
+mesh -> the checkpoint's data layout -> tokenizer and data -> model and
+optimizer (sharded at creation) -> jitted step with in/out shardings and
+donated state -> restore if the workdir has a checkpoint -> loop (metrics
+fetched one step late so the host never waits on the device; checkpoints on
+an interval and on SIGTERM).
+
+The same function runs every process of a multi-host job (after
+jax.distributed.initialize, see train/distributed.py): each process reads its
+own data shards, the global batch is assembled from the processes' rows, and
+jax's preemption sync point makes every process save at the same step.
 
 Randomness is stateless: step s uses fold_in(key(seed), s), so a resumed run
 draws exactly the numbers the uninterrupted run would have drawn, and the
@@ -25,14 +31,17 @@ import numpy as np
 import optax
 from absl import logging
 from flax import nnx
+from jax.experimental import multihost_utils
+from jax.sharding import NamedSharding, PartitionSpec as P
 
 from mdlm_wm import config as config_lib
 from mdlm_wm.data import pipeline
+from mdlm_wm.data.serialize import Truncation
 from mdlm_wm.data.tokenizer import Tokenizer
 from mdlm_wm.model import sharding
 from mdlm_wm.model.transformer import ModelConfig, Transformer
 from mdlm_wm.train import objectives
-from mdlm_wm.train.checkpoint import Checkpointer
+from mdlm_wm.train.checkpoint import Checkpointer, init_params_from
 from mdlm_wm.train.metrics import MetricsWriter, StepProgress
 
 TOKENIZER_FILE = "tokenizer.model"
@@ -69,8 +78,26 @@ def create_model(model_cfg: ModelConfig, mesh, rules, seed: int):
 
 
 def init_train_state(params, tx):
-  opt_state = jax.jit(tx.init)(params)  # sharded like the params (GSPMD)
+  """Params, optimizer state (each moment sharded like its param) and step."""
+  opt_state = jax.jit(tx.init, out_shardings=_opt_state_shardings(params, tx))(params)
   return {"params": params, "opt_state": opt_state, "step": jnp.zeros((), jnp.int32)}
+
+
+def _opt_state_shardings(params, tx):
+  """Adam's mu and nu like their params, counters replicated; None (jit's
+  choice) for params that are tracers (an eval_shape of the state) or not on a mesh.
+
+  Left to GSPMD, `tx.init`'s zeros depend on no input and come out replicated:
+  under FSDP every device would hold the full optimizer state.
+  """
+  leaves = jax.tree.leaves(params)
+  if any(isinstance(x, jax.core.Tracer) or not isinstance(x.sharding, NamedSharding)
+         for x in leaves):
+    return None
+  replicated = NamedSharding(leaves[0].sharding.mesh, P())
+  return optax.tree_map_params(tx, lambda _, s: s, jax.eval_shape(tx.init, params),
+                               jax.tree.map(lambda x: x.sharding, params),
+                               transform_non_params=lambda _: replicated)
 
 
 def make_train_step(graphdef, obj_cfg: objectives.ObjectiveConfig, tx):
@@ -121,13 +148,28 @@ def make_eval_step(graphdef, obj_cfg):
 
 
 class Preemption:
-  """Turns SIGTERM into a flag the loop checks between steps."""
+  """Turns SIGTERM into a save-and-stop decision the loop takes between steps.
+
+  One process: a Python SIGTERM handler sets `requested`. Several processes
+  (jax.distributed): jax's preemption service owns SIGTERM (its handler is
+  installed by jax.distributed.initialize, so none is installed here); a
+  notice to any process reaches all of them and names one sync step, at which
+  `reached` is True everywhere, so every process saves the same checkpoint.
+  """
 
   def __init__(self):
     self.requested = False
     self._previous = None
 
+  def reached(self, step: int) -> bool:
+    """Save and stop after `step`? Called after every step, on every process."""
+    if jax.process_count() > 1:
+      return multihost_utils.reached_preemption_sync_point(step)
+    return self.requested
+
   def __enter__(self):
+    if jax.process_count() > 1:
+      return self
     try:
       self._previous = signal.signal(signal.SIGTERM, self._handle)
     except ValueError:  # not the main thread (e.g. a notebook worker): no handler
@@ -156,11 +198,46 @@ def _tokens_in(batch: dict[str, np.ndarray]) -> int:
   return int(np.sum(batch["segment_ids"] > 0))
 
 
-def train(cfg, workdir: str, *, max_steps: int | None = None) -> TrainResult:
+class _NoMetrics:
+  """The metric sinks of processes other than 0: one process writes the files."""
+
+  def write(self, step: int, metrics: dict) -> None:
+    del step, metrics
+
+  def update(self, step: int, metrics: dict, force: bool = False) -> None:
+    del step, metrics, force
+
+  def close(self) -> None:
+    pass
+
+
+def _data_shards(requested: int, saved_meta: dict | None, process_count: int) -> int:
+  """How many data shards make a global batch (pipeline.make_sharded_dataset).
+
+  Default: the checkpoint's count when resuming (the data order goes on even
+  on another number of processes), else one per process. Checkpoints older
+  than this setting were written by one process reading one shard.
+  """
+  saved = None if saved_meta is None else saved_meta.get("data_shards", 1)
+  shards = requested or saved or process_count
+  if saved is not None and shards != saved:
+    raise ValueError(f"the checkpoint's data was read in {saved} shards, not {shards}: resume "
+                     f"with data_shards={saved} (or 0)")
+  if shards % process_count:
+    raise ValueError(f"data_shards ({shards}) must be a multiple of the process count "
+                     f"({process_count})")
+  return shards
+
+
+def train(cfg, workdir: str, *, max_steps: int | None = None, data_shards: int = 0) -> TrainResult:
   """Trains (or resumes) the model of `cfg` in `workdir`.
 
   `max_steps` stops early after that many steps of this call (tests use it to
   simulate an interrupted run); the schedule still follows cfg.train.steps.
+  `data_shards` (0: the checkpoint's, else one per process) fixes the global
+  batches independently of the number of processes (pipeline.make_sharded_dataset).
+  Every process of a jax.distributed job calls this; process 0 alone writes
+  the tokenizer and metrics, all of them write the checkpoints.
   """
   config_lib.validate(cfg)
   # --- mesh
@@ -173,28 +250,41 @@ def train(cfg, workdir: str, *, max_steps: int | None = None) -> TrainResult:
                      f"data x fsdp = {n_batch_shards}")
   batch_sh = sharding.batch_sharding(mesh)
   repl = sharding.replicated(mesh)
+  pcount, pindex = jax.process_count(), jax.process_index()
+  chief = pindex == 0
+
+  # --- checkpoint layout: a resumed run keeps its data shards
+  ckpt = Checkpointer(os.path.join(workdir, CHECKPOINT_DIR), cfg.train.checkpoint_every,
+                      cfg.train.keep_checkpoints)
+  start = ckpt.latest_step()
+  saved_meta = ckpt.restore_meta(start) if start is not None else None
+  shards = _data_shards(data_shards, saved_meta, pcount)
+  if cfg.data.batch_size % shards:
+    raise ValueError(f"config.data.batch_size ({cfg.data.batch_size}) must be divisible by "
+                     f"the {shards} data shards")
+  per_process = shards // pcount
+  shard_ids = range(pindex * per_process, (pindex + 1) * per_process)
 
   # --- tokenizer and data
   if not cfg.data.tokenizer:
     raise ValueError("config.data.tokenizer: give a tokenizer.model (build_corpus writes one)")
   tokenizer = Tokenizer.load(cfg.data.tokenizer)
   # The workdir carries its own tokenizer, so a checkpoint loads anywhere.
-  if jax.process_index() == 0:
+  if chief:
     os.makedirs(workdir, exist_ok=True)
     tokenizer.save(os.path.join(workdir, TOKENIZER_FILE))
-  pcount, pindex = jax.process_count(), jax.process_index()
-  local_batch = cfg.data.batch_size // pcount
-  train_ds, rows = pipeline.make_dataset(
+  shard_batch = cfg.data.batch_size // shards
+  train_ds, rows = pipeline.make_sharded_dataset(
       config_lib.split_paths(cfg.data.train), tokenizer,
-      config_lib.pipeline_config(cfg, batch_size=local_batch), process_index=pindex,
-      process_count=pcount)
+      config_lib.pipeline_config(cfg, batch_size=shard_batch), shard_ids=shard_ids,
+      shard_count=shards)
   train_iter = iter(train_ds)
   valid_batches = []
   if cfg.data.valid and cfg.train.eval_batches:
-    valid_ds, _ = pipeline.make_dataset(
+    valid_ds, _ = pipeline.make_sharded_dataset(
         config_lib.split_paths(cfg.data.valid), tokenizer,
-        config_lib.pipeline_config(cfg, batch_size=local_batch, shuffle=False),
-        process_index=pindex, process_count=pcount)
+        config_lib.pipeline_config(cfg, batch_size=shard_batch, shuffle=False),
+        shard_ids=shard_ids, shard_count=shards)
     valid_it = iter(valid_ds)
     valid_batches = [next(valid_it) for _ in range(cfg.train.eval_batches)]
 
@@ -222,21 +312,28 @@ def train(cfg, workdir: str, *, max_steps: int | None = None) -> TrainResult:
   base_key = jax.random.key(cfg.seed)
   eval_key = jax.random.key(cfg.seed + 1)
 
-  # --- checkpoint: resume if there is one
-  ckpt = Checkpointer(os.path.join(workdir, CHECKPOINT_DIR), cfg.train.checkpoint_every,
-                      cfg.train.keep_checkpoints)
+  # --- resume if there is a checkpoint
   meta = {"config": cfg.to_dict(), "model": dataclasses.asdict(model_cfg),
-          "tokenizer": TOKENIZER_FILE, "seed": cfg.seed}
-  start = ckpt.latest_step()
+          "tokenizer": TOKENIZER_FILE, "seed": cfg.seed, "data_shards": shards,
+          "process_count": pcount}
   if start is not None:
-    state, saved_meta = ckpt.restore(start, abstract_like(state), train_iter)
-    if saved_meta.get("model") != meta["model"]:
+    # Compared as configs: older metas lack newer fields and hold remat as a bool.
+    if saved_meta.get("model") is None or ModelConfig(**saved_meta["model"]) != model_cfg:
       raise ValueError(f"{workdir} holds a checkpoint of a different model: "
                        f"{saved_meta.get('model')} vs {meta['model']}")
+    # grain keeps one file per process: another process count reads them all.
+    same_layout = saved_meta.get("process_count", 1) == pcount
+    state, _ = ckpt.restore(start, abstract_like(state), train_iter if same_layout else None)
+    if not same_layout:
+      train_iter.set_state(pipeline.relayout_state(ckpt.data_states(start), shards, shard_ids))
     print(f"resumed from step {start}", flush=True)
+  elif cfg.train.get("init_from"):  # issue 9 hook: start from another workdir's params
+    state["params"] = init_params_from(os.path.join(cfg.train.init_from, CHECKPOINT_DIR),
+                                       model_cfg, abstract_like(state["params"]))
+    print(f"params from {cfg.train.init_from}", flush=True)
   start = start or 0
-  writer = MetricsWriter(workdir, resume_step=start if start else None,
-                         tensorboard=cfg.train.tensorboard)
+  writer = (MetricsWriter(workdir, resume_step=start if start else None,
+                          tensorboard=cfg.train.tensorboard) if chief else _NoMetrics())
 
   def evaluate() -> float | None:
     if not valid_batches:
@@ -249,7 +346,7 @@ def train(cfg, workdir: str, *, max_steps: int | None = None) -> TrainResult:
   # --- loop
   total = cfg.train.steps
   stop_at = min(total, start + max_steps) if max_steps is not None else total
-  progress = StepProgress(total, start)
+  progress = StepProgress(total, start) if chief else _NoMetrics()
   pending = None  # (step, device metrics): fetched one step late
   last_log_time, tokens_since_log = time.perf_counter(), 0
   last = {"loss": math.nan}
@@ -294,12 +391,13 @@ def train(cfg, workdir: str, *, max_steps: int | None = None) -> TrainResult:
         if valid_loss is not None:
           writer.write(step, {"valid_loss": valid_loss})
           progress.update(step, {"loss": last["loss"], "valid_loss": valid_loss}, force=True)
-      if ckpt.should_save(step) or preemption.requested or step == stop_at:
+      preempt = preemption.reached(step)
+      if ckpt.should_save(step) or preempt or step == stop_at:
         if pending is not None:
           flush(pending)  # never checkpoint a state whose step has not been checked
           pending = None
         ckpt.save(step, state, train_iter, meta, force=True)
-      if preemption.requested:
+      if preempt:
         print(f"SIGTERM: saved a checkpoint at step {step}; exiting", flush=True)
         preempted = True
         break
@@ -307,7 +405,10 @@ def train(cfg, workdir: str, *, max_steps: int | None = None) -> TrainResult:
     flush(pending)
   ckpt.close()
   writer.close()
-  trunc = rows.truncation.as_dict()
+  trunc = Truncation()
+  for r in rows:
+    trunc.add(r.truncation)
+  trunc = trunc.as_dict()
   if any(trunc.values()):
     print(f"truncation (examples read in this run): {trunc}", flush=True)
   return TrainResult(step=step if stop_at > start else start, loss=last["loss"],

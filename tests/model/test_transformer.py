@@ -1,3 +1,5 @@
+import dataclasses
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -5,7 +7,7 @@ import pytest
 from flax import nnx
 
 from mdlm_wm.model import sharding
-from mdlm_wm.model.transformer import ModelConfig, Transformer, attention_mask
+from mdlm_wm.model.transformer import REMAT_POLICIES, ModelConfig, Transformer, attention_mask
 
 V = 50
 
@@ -86,15 +88,23 @@ def test_bf16_compute_keeps_float32_params_and_logits():
   np.testing.assert_allclose(out, make()(tokens()), atol=0.1)
 
 
-def test_remat_gives_the_same_loss_gradient():
+@pytest.mark.parametrize("remat", [*REMAT_POLICIES[1:], True])
+def test_remat_gives_the_same_loss_gradient(remat):
   x = tokens()
   grads = []
-  for remat in (False, True):
-    m = make(remat=remat)
+  for policy in ("none", remat):
+    m = make(remat=policy)
     g = nnx.grad(lambda mod: jnp.mean(mod(x) ** 2))(m)
     grads.append(jax.tree.leaves(nnx.state(g, nnx.Param)))
   for a, b in zip(*grads):
     np.testing.assert_allclose(a, b, atol=1e-6)
+
+
+def test_remat_policy_names_and_legacy_bools():
+  assert make(remat=True).cfg.remat == "full" and make(remat=False).cfg.remat == "none"
+  assert ModelConfig(**dataclasses.asdict(make(remat=True).cfg)).remat == "full"
+  with pytest.raises(ValueError, match="remat must be one of"):
+    ModelConfig(vocab_size=V, remat="sometimes").validate()
 
 
 def test_config_validation():

@@ -1,0 +1,1 @@
+"""The rollout HTTP service (`python -m launch.serve`): see `app` for the endpoints."""

@@ -1,0 +1,58 @@
+"""The engine's batching contract, on a stub model (no JAX)."""
+
+import ml_collections
+
+from mdlm_wm.data.schema import Spec
+from mdlm_wm.data.serialize import Transition
+from mdlm_wm.serve.engine import Engine, StepJob
+from mdlm_wm.serve.protocol import Sampling
+
+
+class StubModel:
+  """Records generate calls; sample g of a transition is '<action>/<g>'."""
+
+  def __init__(self, objective="mdlm"):
+    self.objective = objective
+    self.cfg = ml_collections.ConfigDict({"sample": {"temperature": 0.7, "steps": 8}})
+    self.calls = []
+
+  def generate(self, transitions, *, num_samples, seed, steers, anchors, **overrides):
+    self.calls.append({"actions": [t.action for t in transitions], "seed": seed,
+                       "steers": steers, "overrides": overrides})
+    return [[f"{t.action}/{g}" for g in range(num_samples)] for t in transitions]
+
+
+def job(action: str, steer: str | None = None, seed: int = 0) -> StepJob:
+  return StepJob(Transition(Spec("s0", "task"), (), "state", action), steer, None, seed)
+
+
+def test_a_call_pads_to_a_power_of_two_and_returns_one_result_per_request():
+  wm = StubModel()
+  engine = Engine(wm)
+  key = engine.batch_key(Sampling(num_samples=2))
+  results = engine.run_steps(key, [job("a", "z", 7), job("b", seed=8), job("c", seed=9)])
+  assert [r.next_states for r in results] == [["a/0", "a/1"], ["b/0", "b/1"], ["c/0", "c/1"]]
+  assert all(r.batch_size == 3 for r in results)
+  (call,) = wm.calls
+  assert call["actions"] == ["a", "b", "c", "a"] and call["steers"] == ["z", None, None, "z"]
+  assert call["seed"] == [7, 8, 9, 7]  # one seed per transition: batch-mates cannot interfere
+  assert call["overrides"] == {"temperature": 0.7, "steps": 8}
+  assert len(engine.run_steps(key, [job(str(i)) for i in range(5)])) == 5
+  assert len(wm.calls[-1]["actions"]) == 8
+
+
+def test_defaults_batch_with_explicit_defaults_and_seeds_never_split_batches():
+  engine = Engine(StubModel())
+  assert engine.batch_key(Sampling()) == engine.batch_key(Sampling(temperature=0.7, steps=8))
+  assert engine.batch_key(Sampling(seed=1)) == engine.batch_key(Sampling(seed=2))
+  assert engine.batch_key(Sampling()) != engine.batch_key(Sampling(temperature=0.5))
+  assert engine.batch_key(Sampling()) != engine.batch_key(Sampling(num_samples=2))
+
+
+def test_ar_models_get_no_steps_override():
+  wm = StubModel("ar")
+  engine = Engine(wm)
+  key = engine.batch_key(Sampling())
+  assert key.steps is None
+  engine.run_steps(key, [job("a")])
+  assert wm.calls[-1]["overrides"] == {"temperature": 0.7}
