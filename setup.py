@@ -22,11 +22,23 @@ INSTALL_REQUIRES = [
 EVAL_METRICS = ["sacrebleu>=2.6.0", "rouge-score>=0.1.2", "mauve-text>=0.4.0", "matplotlib>=3.8",
                 "scikit-learn>=1.9.1"]
 
+# User surfaces: the rollout HTTP service and the gymnasium environment.
+SERVE = ["fastapi>=0.165.0", "uvicorn>=0.55.0"]
+GYM = ["gymnasium>=1.4.0"]
+# The notebook test executes notebooks/ headless.
+NOTEBOOK = ["nbclient>=0.11.0", "nbformat>=5.11.1", "ipykernel>=7.4.0"]
+
 EXTRAS = {
-    "test": ["pytest>=8.0", *EVAL_METRICS],
+    "test": ["pytest>=8.0", "httpx>=0.29.0", *EVAL_METRICS, *SERVE, *GYM, *NOTEBOOK],
+    "serve": SERVE,
+    "gym": GYM,
+    # Importing Hugging Face checkpoints reads safetensors; the logits test
+    # compares with transformers on torch's CPU build (`pip install torch==2.13.0`
+    # first where a CUDA build is not wanted).
+    "hf": ["safetensors>=0.8.0", "transformers>=5.24.0", "torch>=2.13.0"],
     # Real environments behind mdlm_wm/envs/adapters/ (TextWorld-Express and
     # ScienceWorld also need Java 8+ outside pip).
-    "envs": ["textworld>=1.7.0", "textworld-express>=1.1.0", "scienceworld", "alfworld"],
+    "envs": ["textworld>=1.7.0", "textworld-express>=1.1.0", "scienceworld>=1.2.3", "alfworld>=0.4.2"],
     # The evaluation suite: metrics, plus plots for the report.
     "eval": EVAL_METRICS,
 }

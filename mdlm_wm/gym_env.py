@@ -31,9 +31,12 @@ unknown, e.g. for a list of Specs). `never_done` leaves only truncation at
 Randomness: `reset(seed=s)` seeds `np_random`, which draws the episode's spec
 and its episode seed; step k samples with seed hash(episode seed, k) as a
 per-transition seed (`WorldModel.generate(seed=[...])`), so an environment's
-predictions depend on its own seed and step only. The vector environment
+sampling noise depends on its own seed and step only. The vector environment
 therefore puts all sub-environments' transitions into one sampler call and
-still matches stepping each `WorldModelEnv` alone.
+still matches stepping each `WorldModelEnv` alone (tests/test_gym_env.py
+checks it exactly, contexts padded to different widths included; it assumes
+a row's logits do not change with the batch's padding beyond rounding that
+never flips a draw).
 
 What `gymnasium.utils.env_checker.check_env` checks that does not apply to
 text spaces: `check_space_limit` (Box bounds) has nothing to check; there is

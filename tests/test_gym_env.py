@@ -176,10 +176,14 @@ def test_vector_env_is_one_sampler_call_and_matches_sequential(models, data, obj
   assert batch_sizes == [4, 4] + [1] * 8
 
 
-def test_per_transition_seeds_do_not_depend_on_the_batch(models, specs):
-  wm = models["mdlm"]
+@pytest.mark.parametrize("objective", ["mdlm", "ar"])
+def test_per_transition_seeds_do_not_depend_on_the_batch(models, specs, objective):
+  wm = models[objective]
   a = Transition(specs[0], (), specs[0].initial_state, "look")
-  b = Transition(specs[1], (), specs[1].initial_state, "open the door")
+  short = schema.Spec("You are in room 0. A key lies here.", "Find the key.")
+  b = Transition(short, (), short.initial_state, "take key")
+  # Alone, b's context is padded to fewer columns than in a batch with a.
+  assert wm.encode_contexts([b])[0].shape[1] < wm.encode_contexts([a, b])[0].shape[1]
   together = wm.generate([a, b, a, a], seed=[11, 12, 13, 11], **FAST)
   assert together[0] == wm.generate([a], seed=[11], **FAST)[0]
   assert together[1] == wm.generate([b], seed=[12], **FAST)[0]

@@ -23,8 +23,9 @@ the shift changes nothing but float rounding.
 
 Keys: one key for the whole call, or one key per prompt ([B] keys). With a
 key per prompt, sample g of prompt b draws all its noise from
-fold_in(key_b, g), so a prompt's samples do not depend on which other prompts
-share the call (a batch of environments then matches stepping each alone).
+fold_in(key_b, g), so its randomness does not depend on which other prompts
+share the call (a batch of environments then matches stepping each alone, up
+to the float rounding of other padding widths: none on CPU in the tests).
 
 Classifier-free guidance (on the steer z, which training drops by hiding its
 tokens from attention): the unconditional pass uses `uncond_valid_BC`, the

@@ -141,7 +141,7 @@ def mdlm_elbo(model, context_BC, valid_BC, completion_BT, completion_mask_BT, rn
   samples run as one forward of num_samples * B rows. Only counted tokens are
   masked and scored; uncounted ones stay visible as given.
   """
-  K, (B, T) = num_samples, completion_BT.shape
+  K, B = num_samples, completion_BT.shape[0]
   k_t, k_mask = jax.random.split(rng)
   u_KB = jnp.mod(jax.random.uniform(k_t, (B,)) + jnp.arange(K)[:, None] / K, 1.0)
   t_N1 = (T_MIN + (1.0 - T_MIN) * u_KB).reshape(K * B, 1)

@@ -39,10 +39,6 @@ from mdlm_wm import config as config_lib
 from mdlm_wm.eval import evaluate as ev
 from mdlm_wm.model import sharding
 from mdlm_wm.rl import grpo, loop, rewards
-# completion_mask, _logprob_fn and _update_fn moved to rl.loop; tests/rl
-# still reach them through this module.
-from mdlm_wm.rl.loop import completion_mask, logprob_fn as _logprob_fn
-from mdlm_wm.rl.loop import update_fn as _update_fn  # noqa: F401
 from mdlm_wm.world_model import WorldModel
 
 EVAL_DIR = "eval"
@@ -146,7 +142,7 @@ def run(cfg: ml_collections.ConfigDict, workdir: str, *, max_steps: int | None =
 
   learner = loop.make_learner(
       wm.params, cfg, mesh,
-      _logprob_fn(wm.graphdef, wm.objective, g, tok.mask_id, wm.cfg.diffusion.schedule))
+      loop.logprob_fn(wm.graphdef, wm.objective, g, tok.mask_id, wm.cfg.diffusion.schedule))
   print(f"GRPO on a {wm.objective} world model ({wm.num_params:,} params), B x G = {B} x {G}, "
         f"mu {g.mu}, {len(train_examples)} training transitions, eval splits "
         f"{ {k: len(v) for k, v in eval_splits.items()} }", flush=True)
@@ -204,7 +200,7 @@ def _grpo_step(step: int, cfg, wm: WorldModel, learner: loop.Learner, *, params,
   host = {"context": np.repeat(samples.context_BC, G, axis=0),
           "valid": np.repeat(samples.valid_BC, G, axis=0),
           "completion": completion,
-          "mask": completion_mask(completion, wm.tokenizer.eot_id),
+          "mask": loop.completion_mask(completion, wm.tokenizer.eot_id),
           "advantages": advantages.reshape(N).astype(np.float32)}
   batch, entropy = learner.prepare(host, key)
   t3 = time.perf_counter()

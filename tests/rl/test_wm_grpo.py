@@ -7,15 +7,15 @@ import numpy as np
 import pytest
 
 from mdlm_wm import config as config_lib
-from mdlm_wm.rl import grpo, rewards, wm_grpo
+from mdlm_wm.rl import grpo, loop, rewards, wm_grpo
 from mdlm_wm.world_model import WorldModel
-from tests.conftest import apply_overrides, tiny_config
+from tests.conftest import apply_overrides
 
 
 def test_completion_mask_stops_after_first_eot():
   eot = 3
   tokens = np.array([[5, 6, 3, 3, 3], [5, 6, 7, 8, 9], [3, 4, 3, 5, 5]])
-  np.testing.assert_array_equal(wm_grpo.completion_mask(tokens, eot), [
+  np.testing.assert_array_equal(loop.completion_mask(tokens, eot), [
       [1, 1, 1, 0, 0], [1, 1, 1, 1, 1], [1, 0, 0, 0, 0]])
 
 
@@ -135,15 +135,15 @@ def test_one_update_raises_the_log_prob_of_positive_advantage_samples(tiny_model
   batch = {"context": np.repeat(samples.context_BC, G, 0),
            "valid": np.repeat(samples.valid_BC, G, 0),
            "completion": completion, "advantages": advantages,
-           "mask": wm_grpo.completion_mask(completion, wm.tokenizer.eot_id)}
-  lp = jax.jit(wm_grpo._logprob_fn(wm.graphdef, objective, cfg.grpo, wm.tokenizer.mask_id,
+           "mask": loop.completion_mask(completion, wm.tokenizer.eot_id)}
+  lp = jax.jit(loop.logprob_fn(wm.graphdef, objective, cfg.grpo, wm.tokenizer.mask_id,
                                    wm.cfg.diffusion.schedule))
   key = jax.random.key(3)
   before = lp(wm.params, batch, key)
   batch["logp_old"] = batch["logp_ref"] = before
   tx = optax.sgd(0.05)
   state = trainer.init_train_state(wm.params, tx)
-  state, metrics = jax.jit(wm_grpo._update_fn(lp, tx, cfg.grpo))(state, batch, key)
+  state, metrics = jax.jit(loop.update_fn(lp, tx, cfg.grpo))(state, batch, key)
   assert bool(metrics["finite"]) and float(metrics["clip_fraction"]) == 0.0
   delta = np.sum((np.asarray(lp(state["params"], batch, key)) - np.asarray(before))
                  * batch["mask"], axis=1)
