@@ -73,6 +73,12 @@ def tiny_config(corpus_dir: str, **overrides):
   return apply_overrides(cfg, **overrides)
 
 
+def read_metrics(workdir: str) -> list[dict]:
+  """The lines of WORKDIR/metrics.jsonl."""
+  with open(f"{workdir}/metrics.jsonl") as f:
+    return [json.loads(line) for line in f]
+
+
 def apply_overrides(cfg, **overrides):
   """Sets dotted keys (`"train.steps": 4`) on a ConfigDict; returns it."""
   for key, value in overrides.items():

@@ -21,12 +21,13 @@ Activation rematerialization is a named policy (`REMAT_POLICIES`).
 from __future__ import annotations
 
 import dataclasses
+import math
 from collections.abc import Mapping
 
 import jax
 import jax.numpy as jnp
 from flax import nnx
-from jax.sharding import NamedSharding
+from jax.sharding import NamedSharding, PartitionSpec as P
 
 from mdlm_wm.model import sharding
 
@@ -267,6 +268,9 @@ class Transformer(nnx.Module):
     cfg.validate()
     rules = sharding.rules_dict(rules if rules is not None else sharding.DEFAULT_RULES)
     self.cfg = cfg
+    # The (abstract, hashable) mesh the params are created on, for _batch_sharded.
+    self._mesh = jax.sharding.get_abstract_mesh()
+    self._batch_axes = rules.get("batch")
     self.embed = nnx.Embed(
         cfg.vocab_size, cfg.d_model, dtype=jnp.dtype(cfg.dtype),
         embedding_init=_init(nnx.initializers.normal(0.02), ("vocab", "embed"), rules),
@@ -285,6 +289,24 @@ class Transformer(nnx.Module):
     if self.cfg.tie_embeddings:
       return self.embed.attend(x).astype(jnp.float32)
     return self.unembed(x).astype(jnp.float32)
+
+  def _batch_sharded(self, x_BLD):
+    """Pins the residual stream to the batch sharding (data x fsdp) of the mesh.
+
+    Left to propagation, GSPMD follows the FSDP-sharded params instead and
+    keeps activations of the whole global batch on every device: measured
+    with launch.aot on TPU v5e, a 2-layer 1B-width model needed 15.9 GiB of
+    temporaries per chip for 32 sequences on 8 chips, vs 3.2 GiB for 4 on one.
+    Rows that do not divide evenly (a sampler's B x G) are left to GSPMD.
+    """
+    axes = self._batch_axes
+    if self._mesh.empty or not axes:
+      return x_BLD
+    shards = math.prod(self._mesh.shape[a] for a in (axes if isinstance(axes, tuple) else (axes,)))
+    if shards == 1 or x_BLD.shape[0] % shards:
+      return x_BLD
+    spec = P(axes, *([None] * (x_BLD.ndim - 1)))
+    return jax.lax.with_sharding_constraint(x_BLD, NamedSharding(self._mesh, spec))
 
   def _block(self, block, x, positions, mask, prefix_kv):
     if self.cfg.remat == "none":
@@ -318,9 +340,10 @@ class Transformer(nnx.Module):
     if target_mask_BL is None:
       target_mask_BL = jnp.zeros((B, L), jnp.int32)
     mask = attention_mask(segment_ids_BL, target_mask_BL, self.cfg.attention)
-    x = self.embed(tokens_BL)
+    x = self._batch_sharded(self.embed(tokens_BL))
     for block in self.blocks:
       x, _ = self._block(block, x, positions_BL, mask, None)
+      x = self._batch_sharded(x)
     return x
 
   def encode_context(self, tokens_BC, valid_BC):

@@ -15,7 +15,7 @@ from mdlm_wm.data.schema import Spec
 from mdlm_wm.envs.adapters.base import SPLITS
 from mdlm_wm.rl import loop
 from mdlm_wm.world_model import Samples
-from tests.conftest import apply_overrides
+from tests.conftest import apply_overrides, read_metrics
 
 SPEC = Spec("s0", "task")
 
@@ -104,11 +104,6 @@ def agent_grpo_config(agent, world_model, **overrides):
   cfg.train.checkpoint_every = 1
   cfg.train.tensorboard = False
   return apply_overrides(cfg, **overrides)
-
-
-def read_metrics(workdir):
-  with open(os.path.join(workdir, "metrics.jsonl")) as f:
-    return [json.loads(line) for line in f]
 
 
 def test_agent_grpo_in_the_world_model_runs_resumes_and_stays_loadable(tiny_agent, tiny_models,

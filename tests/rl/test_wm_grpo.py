@@ -9,7 +9,7 @@ import pytest
 from mdlm_wm import config as config_lib
 from mdlm_wm.rl import grpo, loop, rewards, wm_grpo
 from mdlm_wm.world_model import WorldModel
-from tests.conftest import apply_overrides
+from tests.conftest import apply_overrides, read_metrics
 
 
 def test_completion_mask_stops_after_first_eot():
@@ -63,11 +63,6 @@ def grpo_config(init, corpus, **overrides):
   cfg.train.checkpoint_every = 1
   cfg.train.tensorboard = False
   return apply_overrides(cfg, **overrides)
-
-
-def read_metrics(workdir):
-  with open(os.path.join(workdir, "metrics.jsonl")) as f:
-    return [json.loads(line) for line in f]
 
 
 class FlakyReward:
