@@ -15,7 +15,11 @@ NAMES = sorted(m.name for m in pkgutil.walk_packages(configs.__path__, "configs.
 @pytest.mark.parametrize("name", NAMES)
 def test_config_validates(name):
   cfg = importlib.import_module(name).get_config()
-  (config_lib.validate_grpo if "grpo" in cfg else config_lib.validate)(cfg)
+  if "env_backend" in cfg:  # agent GRPO: its workdirs and env come from flags
+    cfg.agent, cfg.world_model, cfg.env = "AGENT_DIR", "WM_DIR", "household"
+    config_lib.validate_agent_grpo(cfg)
+  else:
+    (config_lib.validate_grpo if "grpo" in cfg else config_lib.validate)(cfg)
 
 
 def test_study_sizes():
