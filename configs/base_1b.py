@@ -1,11 +1,17 @@
-"""~1B parameters: the accelerator-scale config (bf16 compute, remat, FSDP)."""
+"""~1B parameters: the accelerator-scale config (bf16 compute, remat, FSDP).
+
+Sized for 8 chips of 16 GiB (e.g. TPU v5e-8), FSDP over all of them: 4
+sequences of 2048 per chip; `launch.aot` measured 8.66 GiB peak per chip
+(docs/scaling_aot.md). On 16 chips, `--config.data.batch_size=64` keeps the
+per-chip load.
+"""
 
 from mdlm_wm.config import base_config
 
 
 def get_config():
   cfg = base_config()
-  cfg.data.batch_size = 64
+  cfg.data.batch_size = 32
   cfg.data.seq_len = 2048
   cfg.data.max_context_len = 1536
   cfg.data.max_target_len = 512
