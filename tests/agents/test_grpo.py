@@ -106,6 +106,7 @@ def agent_grpo_config(agent, world_model, **overrides):
   return apply_overrides(cfg, **overrides)
 
 
+@pytest.mark.slow
 def test_agent_grpo_in_the_world_model_runs_resumes_and_stays_loadable(tiny_agent, tiny_models,
                                                                        tmp_path):
   workdir = str(tmp_path / "agent_grpo")
