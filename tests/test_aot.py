@@ -24,6 +24,7 @@ def one_device():
   return out
 
 
+@pytest.mark.slow
 def test_eight_simulated_devices_shard_the_memory(tmp_path, one_device):
   out = tmp_path / "aot.json"
   res = subprocess.run([sys.executable, "-m", "launch.aot", "--config=configs/tiny.py",

@@ -63,6 +63,7 @@ def test_policy_corpus_rejects_unknown_or_empty_selections(tiny_corpus, tmp_path
   assert not os.path.exists(out)
 
 
+@pytest.mark.slow
 def test_bc_training_loss_falls(tiny_agent):
   with open(os.path.join(tiny_agent, "metrics.jsonl")) as f:
     losses = [row["loss"] for row in map(json.loads, f) if "loss" in row]

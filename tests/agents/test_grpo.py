@@ -132,6 +132,7 @@ def test_agent_grpo_in_the_world_model_runs_resumes_and_stays_loadable(tiny_agen
   assert len(agent.act(Spec("s0", "Move every .log file."), [], "s0", num_samples=2)) == 2
 
 
+@pytest.mark.slow
 def test_agent_grpo_in_the_real_environment(tiny_agent, tmp_path):
   workdir = str(tmp_path / "agent_grpo_real")
   cfg = agent_grpo_config(tiny_agent, "", **{"env_backend": "real", "train.steps": 1,

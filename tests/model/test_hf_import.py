@@ -143,6 +143,7 @@ def test_match_copies_rows_of_equal_text_and_means_the_rest(tmp_path):
   assert n == 0 and 0.01 < float(np.std(np.asarray(fresh["embed"]["embedding"]))) < 0.03
 
 
+@pytest.mark.slow
 def test_workdir_loads_and_starts_a_fine_tune(tmp_path, tiny_corpus):
   """launch.import_hf's workdir: WorldModel.load opens it, and train() with
   train.init_from starts from its params (not from a fresh init)."""

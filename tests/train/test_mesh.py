@@ -111,6 +111,7 @@ def assert_same_training(runs: dict, mesh: str) -> None:
   assert all(np.abs(one_state[k]).max() > 1e-6 for k in moments(one_state, GATE))
 
 
+@pytest.mark.slow
 def test_mixed_mesh_gives_the_losses_and_state_of_one_device(runs):
   assert_same_training(runs, "mixed")
 
