@@ -304,7 +304,11 @@ def snippet_env(request, block: Block, wm: str, page: Page) -> dict[str, str]:
     for name, workdir in models.items():
       if not os.path.exists(os.path.join(wm, name)):
         os.symlink(workdir, os.path.join(wm, name))
-  cache = request.config.cache.mkdir("jax_compilation_cache")
+  # pytest's cache dir outlives the session (warm compiles); without the cache
+  # plugin (-p no:cacheprovider) a per-session directory does.
+  cache_plugin = getattr(request.config, "cache", None)
+  cache = (cache_plugin.mkdir("jax_compilation_cache") if cache_plugin else
+           request.getfixturevalue("tmp_path_factory").mktemp("jax_compilation_cache"))
   env = dict(os.environ)
   env.update({
       "WM": wm, "OUT": page.out, "PORT": str(page.port),
