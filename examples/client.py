@@ -119,15 +119,21 @@ def _given(**fields) -> dict[str, Any]:
   return {k: v for k, v in fields.items() if v is not None}
 
 
-def main() -> None:
-  parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+def example_args(description: str) -> tuple[str, dict[str, Any]]:
+  """The examples' command line (--url, --data): the server URL and the first
+  episode of the trajectory file."""
+  parser = argparse.ArgumentParser(description=description.split("\n\n")[0])
   parser.add_argument("--url", default="http://127.0.0.1:8000")
   parser.add_argument("--data", required=True, help="a SCHEMA.md trajectory file (.jsonl)")
   args = parser.parse_args()
   with open(args.data, encoding="utf-8") as f:
-    episode = json.loads(f.readline())
+    return args.url, json.loads(f.readline())
+
+
+def main() -> None:
+  url, episode = example_args(__doc__)
   spec, steps = episode["spec"], episode["steps"]
-  client = WorldModelClient(args.url)
+  client = WorldModelClient(url)
   print("info:", json.dumps(client.info(), indent=1))
   print("step:", client.step(spec, steps[0]["state"], steps[0]["action"], num_samples=2))
   print("rollout:", client.rollout(spec, [s["action"] for s in steps[:3]], num_samples=2))

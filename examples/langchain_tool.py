@@ -18,11 +18,10 @@ Try it against a running server, from the repository root:
 
 from __future__ import annotations
 
-import argparse
 import json
 from typing import Any
 
-from examples.client import WorldModelClient
+from examples.client import WorldModelClient, example_args
 
 
 class WorldModelTool:
@@ -77,13 +76,8 @@ def to_langchain(tool: WorldModelTool):
 
 
 def main() -> None:
-  parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-  parser.add_argument("--url", default="http://127.0.0.1:8000")
-  parser.add_argument("--data", required=True, help="a SCHEMA.md trajectory file (.jsonl)")
-  args = parser.parse_args()
-  with open(args.data, encoding="utf-8") as f:
-    episode = json.loads(f.readline())
-  tool = WorldModelTool(WorldModelClient(args.url), episode["spec"])
+  url, episode = example_args(__doc__)
+  tool = WorldModelTool(WorldModelClient(url), episode["spec"])
   print(f"{tool.name}: {tool.description}\nargs: {json.dumps(tool.args_schema)}")
   print("registered with LangChain:", to_langchain(tool) is not None)
   for step in episode["steps"][:3]:
