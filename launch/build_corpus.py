@@ -15,18 +15,30 @@ Real environments (`pip install -e '.[envs]'`), each a family or
       --episodes_per_task=10 --real_splits=train,valid:2,test:2 --out_dir=/tmp/real
 
 plays the engines' own split seeds (mdlm_wm.data.real_corpus) and writes the
-same files (no held-out file). Built-in and real environments go in separate
-runs.
+same files (no held-out file).
+
+Both at once (a world model of the built-in and real environments):
+
+  python -m launch.build_corpus --envs=all,textworld_express:coin \
+      --episodes_per_env=30 --episodes_per_task=50 --out_dir=/tmp/mixed
+
+builds the built-in part in OUT_DIR/builtin and the real part in
+OUT_DIR/real (each with its own stats.json: splits, seeds), then merges their
+split files into OUT_DIR with one tokenizer trained on the merged train split
+(mdlm_wm.data.merge).
 """
+
+import dataclasses
+import os
 
 from absl import app, flags
 
-from mdlm_wm.data import corpus, real_corpus
+from mdlm_wm.data import corpus, merge, real_corpus
 from mdlm_wm.envs import adapters, base
 
 FLAGS = flags.FLAGS
-flags.DEFINE_list("envs", ["all"], "Environments to run, or 'all' (the built-in ones); real "
-                  "families as FAMILY or FAMILY:TASK1+TASK2.")
+flags.DEFINE_list("envs", ["all"], "Environments to run: built-ins ('all': every one) and/or "
+                  "real families as FAMILY or FAMILY:TASK1+TASK2.")
 flags.DEFINE_integer("episodes_per_env", 200, "Built-in: episodes per environment (all splits).")
 flags.DEFINE_integer("seed", 0, "Corpus seed; world seeds (real: the draw of seeds) derive "
                      "from it.")
@@ -51,10 +63,10 @@ def _is_real(name: str) -> bool:
   return name.replace("/", ":", 1).partition(":")[0] in adapters.families()
 
 
-def config_from_flags() -> corpus.CorpusConfig:
-  envs = base.env_names() if FLAGS.envs == ["all"] else FLAGS.envs
+def config_from_flags(envs) -> corpus.CorpusConfig:
+  envs = base.env_names() if list(envs) == ["all"] else list(envs)
   # Held-out environments are part of the run even when --envs lists others.
-  envs = list(dict.fromkeys(list(envs) + list(FLAGS.holdout_envs)))
+  envs = list(dict.fromkeys(envs + list(FLAGS.holdout_envs)))
   return corpus.CorpusConfig(
       envs=envs, episodes_per_env=FLAGS.episodes_per_env, seed=FLAGS.seed,
       holdout_envs=FLAGS.holdout_envs,
@@ -63,7 +75,7 @@ def config_from_flags() -> corpus.CorpusConfig:
       test_fraction=FLAGS.test_fraction, tokenizer_vocab=FLAGS.tokenizer_vocab)
 
 
-def real_config_from_flags() -> real_corpus.RealCorpusConfig:
+def real_config_from_flags(envs) -> real_corpus.RealCorpusConfig:
   episodes = {}
   for item in FLAGS.real_splits:
     split, _, count = item.partition(":")
@@ -72,45 +84,49 @@ def real_config_from_flags() -> real_corpus.RealCorpusConfig:
     except ValueError:
       raise ValueError(f"--real_splits: {item!r} is not SPLIT or SPLIT:COUNT") from None
   return real_corpus.RealCorpusConfig(
-      envs=real_corpus.parse_envs(FLAGS.envs), episodes=episodes, seed=FLAGS.seed,
+      envs=real_corpus.parse_envs(envs), episodes=episodes, seed=FLAGS.seed,
       policy_mix={"expert": FLAGS.expert, "noisy": FLAGS.noisy, "random": FLAGS.random},
       noise=FLAGS.noise, tokenizer_vocab=FLAGS.tokenizer_vocab,
       max_steps=FLAGS.max_steps or None)
 
 
-def main_real() -> None:
-  if FLAGS.holdout_envs:
-    raise app.UsageError("--holdout_envs is for built-in environments; real corpora hold out "
-                         "by the engines' own splits")
+def _validated(make, envs):
   try:
-    cfg = real_config_from_flags()
+    cfg = make(envs)
     cfg.validate()
   except ValueError as e:
     raise app.UsageError(str(e)) from None
-  result = real_corpus.build_real_corpus(cfg, FLAGS.out_dir)
-  print(real_corpus.format_summary(result))
-  print(f"wrote {FLAGS.out_dir}")
+  return cfg
 
 
 def main(argv):
   if len(argv) > 1:
     raise app.UsageError(f"unexpected arguments: {argv[1:]}")
   real = [e for e in FLAGS.envs if _is_real(e)]
-  if real:
-    builtin = [e for e in FLAGS.envs if not _is_real(e)]
-    if builtin:
-      raise app.UsageError(
-          f"--envs mixes built-in ({', '.join(builtin)}) and real ({', '.join(real)}) "
-          "environments: build them in two runs with separate --out_dir")
-    main_real()
-    return
-  cfg = config_from_flags()
-  try:
-    cfg.validate()
-  except ValueError as e:
-    raise app.UsageError(str(e)) from None
-  result = corpus.build_corpus(cfg, FLAGS.out_dir)
-  print(corpus.format_summary(result))
+  builtin = [e for e in FLAGS.envs if not _is_real(e)]
+  if real and not builtin and FLAGS.holdout_envs:
+    raise app.UsageError("--holdout_envs is for built-in environments; real corpora hold out "
+                         "by the engines' own splits")
+  builtin_cfg = _validated(config_from_flags, builtin) if builtin or not real else None
+  real_cfg = _validated(real_config_from_flags, real) if real else None
+  if builtin_cfg and real_cfg:
+    # The parts get no tokenizer of their own: the merged one covers both.
+    parts = {"builtin": os.path.join(FLAGS.out_dir, "builtin"),
+             "real": os.path.join(FLAGS.out_dir, "real")}
+    result = corpus.build_corpus(dataclasses.replace(builtin_cfg, tokenizer_vocab=0),
+                                 parts["builtin"])
+    print(corpus.format_summary(result))
+    result = real_corpus.build_real_corpus(dataclasses.replace(real_cfg, tokenizer_vocab=0),
+                                           parts["real"])
+    print(real_corpus.format_summary(result))
+    result = merge.merge_corpora(parts, FLAGS.out_dir, tokenizer_vocab=FLAGS.tokenizer_vocab)
+    print(f"merged {', '.join(parts)} into {FLAGS.out_dir}: " + ", ".join(
+        f"{split} {sum(s['episodes'] for s in per_env.values())} episodes"
+        for split, per_env in result["stats"].items()))
+  elif real_cfg:
+    print(real_corpus.format_summary(real_corpus.build_real_corpus(real_cfg, FLAGS.out_dir)))
+  else:
+    print(corpus.format_summary(corpus.build_corpus(builtin_cfg, FLAGS.out_dir)))
   print(f"wrote {FLAGS.out_dir}")
 
 

@@ -16,6 +16,8 @@ built-in environment prints on its trailing anchor line:
   calendar   a successful `email_send` reply to a person the task names, any
              recipient when the task allows a teammate (a proxy: the task's
              email is the expert's last action; the meeting is not checked)
+  coin       (textworld_express/coin, textworld/coin_collector) the status
+             line's inventory holds a coin (exact: taking it wins the game)
   other      (real environments) `progress`, `goal` or `score: a/b` with
              a == b > 0; `won`, `done` or `success: true/yes`; or a win
              sentence ("task complete", "you won", "*** The End ***"): as
@@ -42,6 +44,8 @@ _FRACTION = re.compile(r"\b(progress|goal|score):\s*(\d+)\s*/\s*(\d+)")
 _FLAG = re.compile(r"\b(?:won|done|success):\s*(?:true|yes)\b", re.IGNORECASE)
 _WIN = re.compile(r"task (?:is )?complete|you (?:have )?won|\*\*\* the end \*\*\*",
                   re.IGNORECASE)
+_INVENTORY = re.compile(r"\binventory:\s*([^|\]\n]*)")
+_COIN = re.compile(r"\bcoins?\b")
 _LAB_DONE = re.compile(r"\|\s*task:\s*done\s*\|")
 _SHOP_CHECKOUT = re.compile(r'"status":\s*201\b')
 _SHOP_PAYMENT = re.compile(r'"payment":\s*"([a-z_]+)"')
@@ -114,20 +118,28 @@ def _calendar(spec: Spec, state: str) -> bool:
   return sent.group(1) in people
 
 
+def _holds_coin(spec: Spec, state: str) -> bool:
+  del spec
+  found = _INVENTORY.findall(state)
+  return bool(found) and bool(_COIN.search(found[-1]))
+
+
 def generic_success(spec: Spec, state: str) -> bool:
   """The fallback for environments without an entry of their own (see the table)."""
   return _any_fraction(spec, state) or bool(_FLAG.search(state) or _WIN.search(state))
 
 
-_BUILTIN: dict[str, SuccessFn] = {
+_PREDICATES: dict[str, SuccessFn] = {
     "household": _household,
     "files": _files,
     "lab": _lab,
     "shop": _shop,
     "calendar": _calendar,
+    "textworld_express/coin": _holds_coin,
+    "textworld/coin_collector": _holds_coin,
 }
 
 
 def default_success_fn(env: str) -> SuccessFn:
   """The predicate of environment `env` (a built-in name or `family/task`)."""
-  return _BUILTIN.get(env, generic_success)
+  return _PREDICATES.get(env, generic_success)

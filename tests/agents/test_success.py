@@ -83,3 +83,34 @@ def test_progress_is_the_last_fraction():
   assert success.progress("[cwd: / | goal: 3/3]") == 1.0
   assert success.progress("no status") == 0.0
   assert success.progress("[progress: 1/0]") == 0.0
+
+
+@pytest.mark.parametrize("env,state,expected", [
+    ("textworld_express/coin", "You take the coin.\n[location: bedroom | inventory: coin, "
+     "plaid blanket | score: 1]", True),
+    ("textworld_express/coin", "You take the plaid blanket.\n[location: bedroom | inventory: "
+     "plaid blanket | score: 0]", False),
+    ("textworld_express/coin", "You see a coin.\n[location: kitchen | inventory: (empty) | "
+     "score: 0]", False),  # a coin in the room is not one in hand
+    ("textworld/coin_collector", "[location: bedroom | inventory: coin | score: 1]", True),
+    ("textworld/coin_collector", "[location: bedroom | inventory: nothing | score: 0]", False),
+])
+def test_coin_tasks_are_solved_when_the_inventory_holds_the_coin(env, state, expected):
+  assert success.default_success_fn(env)(SPEC, state) is expected
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("env", ["textworld_express/coin", "textworld/coin_collector"])
+def test_coin_predicate_agrees_with_the_real_environment_on_every_state(env):
+  pytest.importorskip("textworld_express" if "express" in env else "textworld")
+  fn = success.default_success_fn(env)
+  game = envs.make(env)
+  try:
+    seeds = game.split_seeds("train")[:4]
+    for policy in ("expert", "noisy", "random"):
+      for seed in seeds:
+        ep, _ = envs.run_episode(game, seed, policy)
+        for s in ep.steps:
+          assert fn(ep.spec, s.next_state) == (s.done and s.reward > 0), (policy, seed, s.action)
+  finally:
+    game.close()

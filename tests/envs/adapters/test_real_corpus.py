@@ -151,10 +151,28 @@ def _cli(*args):
                         capture_output=True, text=True)
 
 
-def test_cli_refuses_to_mix_builtin_and_real(tmp_path):
-  res = _cli("--envs=shop,textworld", f"--out_dir={tmp_path}")
-  assert res.returncode != 0
-  assert "mixes built-in (shop) and real (textworld)" in res.stderr and "two runs" in res.stderr
+def test_cli_builds_builtin_and_real_parts_and_merges_them(tmp_path):
+  pytest.importorskip("textworld_express")
+  res = _cli("--envs=shop,textworld_express:coin", "--episodes_per_env=5",
+             "--episodes_per_task=2", "--real_splits=train,test:1", "--tokenizer_vocab=512",
+             f"--out_dir={tmp_path}")
+  assert res.returncode == 0, res.stderr
+  assert "merged builtin, real into" in res.stdout
+  for part, key in (("builtin", "splits"), ("real", "splits")):
+    assert key in json.loads((tmp_path / part / "stats.json").read_text())
+  train = schema.load_episodes(str(tmp_path / "train.jsonl"))
+  assert {ep.env for ep in train} == {"shop", "textworld_express/coin"}
+  assert {ep.env for ep in schema.load_episodes(str(tmp_path / "test.jsonl"))} == {
+      "shop", "textworld_express/coin"}
+  assert not (tmp_path / "builtin" / "tokenizer.model").exists()
+  stats = json.loads((tmp_path / "stats.json").read_text())
+  assert stats["parts"] == {"builtin": "builtin", "real": "real"}
+  assert set(stats["stats"]["train"]) == {"shop", "textworld_express/coin"}
+
+
+def test_cli_refuses_a_holdout_for_a_real_corpus(tmp_path):
+  res = _cli("--envs=textworld_express:coin", "--holdout_envs=shop", f"--out_dir={tmp_path}")
+  assert res.returncode != 0 and "--holdout_envs is for built-in" in res.stderr
 
 
 def test_cli_builds_a_textworld_express_corpus(tmp_path):

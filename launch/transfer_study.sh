@@ -1,0 +1,91 @@
+#!/usr/bin/env bash
+# The transfer experiment (docs/results.md, "Agents trained in the world
+# model"): world models (MDLM and AR, equal size) of the built-in corpus plus
+# the training split of two real environments; a behaviour-cloned agent; GRPO
+# in the AR world model, in the MDLM world model and in the real environment
+# (same episode budget); every agent evaluated in the REAL environments on
+# test games no model saw; the world models' one-step state checks on the
+# real test split. Each stage is skipped when its output exists, so a rerun
+# resumes. Sized for a 2-core CPU (about 1.5 hours); scale with the variables.
+# STAGES=REGEX runs only the stages whose names match (to run independent ones
+# side by side: the world models, the BC agent); the report needs them all.
+# Usage: bash launch/transfer_study.sh [OUT_DIR]
+set -euo pipefail
+OUT=${1:-/tmp/transfer}
+D=$OUT/data
+ENVS=${ENVS:-textworld_express/coin,textworld/coin_collector}
+CORPUS_ENVS=${CORPUS_ENVS:-all,textworld_express:coin,textworld:coin_collector}
+WM_STEPS=${WM_STEPS:-600}          # world-model training steps (quickstart backbone)
+BC_STEPS=${BC_STEPS:-450}          # behaviour-cloning steps
+GRPO_STEPS=${GRPO_STEPS:-20}       # agent GRPO steps of B x G = 4 x 4 episodes
+HORIZON=${HORIZON:-10}             # episode step limit, in GRPO and in evaluation
+EVAL_EPISODES=${EVAL_EPISODES:-100}  # test games per environment (fewer if it has fewer)
+mkdir -p "$OUT/eval" "$OUT/logs"
+TIMES=$OUT/times.tsv
+touch "$TIMES"
+
+# stage NAME DONE_FILE COMMAND...: runs COMMAND unless DONE_FILE exists; logs
+# to OUT/logs/NAME.log and appends NAME and its wall seconds to times.tsv.
+stage() {
+  local name=$1 done_file=$2
+  shift 2
+  if [[ -n ${STAGES:-} && ! $name =~ ^(${STAGES})$ ]]; then
+    return
+  fi
+  if [[ -e $done_file ]]; then
+    echo "== $name: done ($done_file)"
+    return
+  fi
+  echo "== $name: $*"
+  local t0=$SECONDS
+  "$@" > "$OUT/logs/$name.log" 2>&1 || { echo "$name failed: see $OUT/logs/$name.log"; exit 1; }
+  printf '%s\t%d\n' "$name" $((SECONDS - t0)) >> "$TIMES"
+}
+
+stage corpus "$D/stats.json" python -m launch.build_corpus --envs="$CORPUS_ENVS" \
+    --episodes_per_env=30 --episodes_per_task=80 --real_splits=train,valid:10,test:10 \
+    --tokenizer_vocab=2048 --out_dir="$D"
+
+for obj in mdlm ar; do
+  stage "wm_$obj" "$OUT/wm_$obj/done" bash -c "python -m launch.train \
+      --config=configs/quickstart.py --workdir=$OUT/wm_$obj --config.objective=$obj \
+      --config.train.steps=$WM_STEPS --config.data.train=$D/train.jsonl \
+      --config.data.valid=$D/valid.jsonl --config.data.tokenizer=$D/tokenizer.model \
+      && touch $OUT/wm_$obj/done"
+  stage "wm_${obj}_real_test" "$OUT/eval/wm_$obj.real_test.json" python -m launch.evaluate \
+      --workdir="$OUT/wm_$obj" --data="$D/real/test.jsonl" --num_samples=4 \
+      --out="$OUT/eval/wm_$obj.real_test.json"
+done
+
+stage bc "$OUT/agent_bc/done" bash -c "python -m launch.train_agent \
+    --config=configs/agent_bc.py --data=$D --workdir=$OUT/agent_bc \
+    --config.train.steps=$BC_STEPS && touch $OUT/agent_bc/done"
+
+GRPO_FLAGS=(--config=configs/agent_grpo.py --agent="$OUT/agent_bc" --env="$ENVS"
+            --config.train.steps="$GRPO_STEPS" --config.grpo.horizon="$HORIZON"
+            --config.tasks.per_env=80 --config.train.eval_episodes=0)
+stage grpo_ar "$OUT/agent_grpo_ar/done" bash -c "python -m launch.agent_grpo ${GRPO_FLAGS[*]} \
+    --world_model=$OUT/wm_ar --workdir=$OUT/agent_grpo_ar && touch $OUT/agent_grpo_ar/done"
+stage grpo_mdlm "$OUT/agent_grpo_mdlm/done" bash -c "python -m launch.agent_grpo \
+    ${GRPO_FLAGS[*]} --world_model=$OUT/wm_mdlm --workdir=$OUT/agent_grpo_mdlm \
+    && touch $OUT/agent_grpo_mdlm/done"
+stage grpo_real "$OUT/agent_grpo_real/done" bash -c "python -m launch.agent_grpo \
+    ${GRPO_FLAGS[*]} --env_backend=real --workdir=$OUT/agent_grpo_real \
+    && touch $OUT/agent_grpo_real/done"
+
+for arm in bc grpo_ar grpo_mdlm grpo_real; do
+  stage "eval_$arm" "$OUT/eval/$arm.json" python -m launch.evaluate_agent \
+      --agent="$OUT/agent_$arm" --env="$ENVS" --tasks=test --episodes="$EVAL_EPISODES" \
+      --max_steps="$HORIZON" --out="$OUT/eval/$arm.json"
+done
+for baseline in random expert; do
+  stage "eval_$baseline" "$OUT/eval/$baseline.json" python -m launch.evaluate_agent \
+      --agent=$baseline --env="$ENVS" --tasks=test --episodes="$EVAL_EPISODES" \
+      --max_steps="$HORIZON" --out="$OUT/eval/$baseline.json"
+done
+
+if [[ -n ${STAGES:-} ]]; then
+  exit 0
+fi
+python -m launch.transfer_report --study="$OUT" --out="$OUT/transfer.md"
+echo "transfer study done: $OUT/transfer.md"

@@ -1,0 +1,124 @@
+"""The transfer study's tables (launch/transfer_study.sh writes the inputs).
+
+A study directory holds `eval/<arm>.json` (launch.evaluate_agent reports of
+each agent in the real environments), `eval/wm_<objective>.real_test.json`
+(launch.evaluate reports of the world models on the real test split),
+`agent_grpo_<arm>/` workdirs (their checkpoint meta gives the GRPO budget)
+and `times.tsv` (stage name, wall seconds). `render(study)` returns the
+Markdown: one success table (per environment and overall, mean [95% CI],
+episodes and wall time of each arm) and one table of the world models'
+one-step state checks. Missing inputs are left out and listed, so a partial
+study renders.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+
+from mdlm_wm.train.checkpoint import Checkpointer
+
+ARMS = (
+    ("random", "random actions (baseline)"),
+    ("bc", "(a) behaviour cloning only"),
+    ("grpo_ar", "(b) BC + GRPO in the AR world model"),
+    ("grpo_mdlm", "(c) BC + GRPO in the MDLM world model"),
+    ("grpo_real", "(d) BC + GRPO in the real environment"),
+    ("expert", "expert (the environment's own policy)"),
+)
+WORLD_MODELS = (("wm_ar", "AR"), ("wm_mdlm", "MDLM"))
+WM_METRICS = (("pass", "pass rate"), ("checks", "check score"), ("env", "env-check score"),
+              ("bleu1", "BLEU-1"), ("rouge_l", "ROUGE-L"))
+
+
+def _cell(summary: dict | None, digits: int = 2) -> str:
+  if not summary:
+    return "-"
+  return f"{summary['mean']:.{digits}f} [{summary['low']:.{digits}f}, {summary['high']:.{digits}f}]"
+
+
+def _minutes(seconds: float | None) -> str:
+  return "-" if seconds is None else f"{seconds / 60:.1f} min"
+
+
+def read_times(study: str) -> dict[str, float]:
+  """Stage -> wall seconds (the last entry of a stage wins: a rerun replaces)."""
+  path = os.path.join(study, "times.tsv")
+  times: dict[str, float] = {}
+  if os.path.exists(path):
+    with open(path, encoding="utf-8") as f:
+      for line in f:
+        name, _, seconds = line.strip().partition("\t")
+        if name and seconds:
+          times[name] = float(seconds)
+  return times
+
+
+def grpo_budget(study: str, arm: str) -> int | None:
+  """Training episodes of a GRPO arm: steps x B x G of its latest checkpoint."""
+  root = os.path.join(study, f"agent_{arm}", "checkpoints")
+  if not os.path.isdir(root):
+    return None
+  ckpt = Checkpointer(root, save_every=1)
+  try:
+    step = ckpt.latest_step()
+    if step is None:
+      return None
+    g = ckpt.restore_meta(step)["grpo"]["grpo"]
+  finally:
+    ckpt.close()
+  return step * g["num_tasks"] * g["num_episodes"]
+
+
+def _load(path: str) -> dict | None:
+  if not os.path.exists(path):
+    return None
+  with open(path, encoding="utf-8") as f:
+    return json.load(f)
+
+
+def render(study: str) -> str:
+  times = read_times(study)
+  missing: list[str] = []
+  reports = {}
+  for arm, _ in ARMS:
+    reports[arm] = _load(os.path.join(study, "eval", f"{arm}.json"))
+    if reports[arm] is None:
+      missing.append(f"eval/{arm}.json")
+  envs = list(dict.fromkeys(name for rep in reports.values() if rep
+                            for name in rep["per_task"]))
+  head = (["agent"] + [f"success: {e}" for e in envs]
+          + ["success: overall", "steps", "training episodes", "training wall time",
+             "eval episodes", "eval wall time"])
+  lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+  for arm, label in ARMS:
+    rep = reports[arm]
+    if rep is None:
+      continue
+    train_episodes = grpo_budget(study, arm) if arm.startswith("grpo") else None
+    train_time = times.get(arm) if arm not in ("random", "expert") else None
+    row = ([label] + [_cell(rep["per_task"].get(e, {}).get("success")) for e in envs]
+           + [_cell(rep["overall"]["success"]), f"{rep['overall']['steps']['mean']:.1f}",
+              "-" if train_episodes is None else f"{train_episodes:,}",
+              _minutes(train_time), str(rep["overall"]["success"]["n"]),
+              _minutes(times.get(f"eval_{arm}", rep.get("seconds")))])
+    lines.append("| " + " | ".join(row) + " |")
+  out = ["## Agents in the real environments (test games)", "", *lines, ""]
+
+  wm = {name: _load(os.path.join(study, "eval", f"{name}.real_test.json"))
+        for name, _ in WORLD_MODELS}
+  missing += [f"eval/{name}.real_test.json" for name, rep in wm.items() if rep is None]
+  present = [(name, label) for name, label in WORLD_MODELS if wm[name]]
+  if present:
+    wm_envs = list(dict.fromkeys(e for name, _ in present for e in wm[name]["per_env"]))
+    head = ["world model", "scope"] + [label for _, label in WM_METRICS]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for name, label in present:
+      for scope, summary in [("all", wm[name]["overall"])] + [
+          (e, wm[name]["per_env"][e]) for e in wm_envs if e in wm[name]["per_env"]]:
+        lines.append("| " + " | ".join([label, scope] + [_cell(summary.get(k), 3)
+                                                         for k, _ in WM_METRICS]) + " |")
+    out += ["## World models, one step on the real test split", "", *lines, ""]
+  if missing:
+    out += ["Missing: " + ", ".join(missing), ""]
+  return "\n".join(out)

@@ -1,0 +1,37 @@
+"""The transfer study's report tables, from files shaped like the launchers' outputs."""
+
+import json
+
+from mdlm_wm.agents import evaluate as evaluate_lib
+from mdlm_wm.agents import transfer
+
+
+def _agent_report(successes_by_env):
+  rows = [{"env": env, "seed": i, "success": float(s), "score": float(s), "steps": 4.0,
+           "error": None} for env, outcomes in successes_by_env.items()
+          for i, s in enumerate(outcomes)]
+  return evaluate_lib.report(rows, seconds=30.0)
+
+
+def test_tables_hold_each_arm_its_budget_and_time_and_list_what_is_missing(tmp_path):
+  (tmp_path / "eval").mkdir()
+  for arm, wins in {"bc": 1, "grpo_real": 3, "random": 0}.items():
+    rep = _agent_report({"a/x": [1] * wins + [0] * (4 - wins), "b/y": [0, 0]})
+    (tmp_path / "eval" / f"{arm}.json").write_text(json.dumps(rep))
+  (tmp_path / "times.tsv").write_text("bc\t600\ngrpo_real\t90\neval_bc\t120\ngrpo_real\t120\n")
+  wm = {"overall": {"pass": {"mean": 0.5, "low": 0.25, "high": 0.75, "n": 8}},
+        "per_env": {"a/x": {"pass": {"mean": 1.0, "low": 1.0, "high": 1.0, "n": 4}}}}
+  (tmp_path / "eval" / "wm_ar.real_test.json").write_text(json.dumps(wm))
+  text = transfer.render(str(tmp_path))
+  lines = text.splitlines()
+  bc = next(l for l in lines if l.startswith("| (a) behaviour cloning"))
+  # success a/x 1 of 4, b/y 0 of 2, overall 1 of 6; BC trains 10 min, evaluates 2 min.
+  assert "| 0.25 [" in bc and "| 0.00 [0.00, 0.00] |" in bc and "| 0.17 [" in bc
+  assert "| 10.0 min | 6 | 2.0 min |" in bc
+  real = next(l for l in lines if l.startswith("| (d)"))
+  assert "| 0.75 [" in real and "| 2.0 min |" in real  # the rerun's time replaces the first
+  assert "| 0.5 min |" in next(l for l in lines if l.startswith("| random"))
+  assert "| AR | all | 0.500 [0.250, 0.750] |" in text
+  assert "| AR | a/x | 1.000 [1.000, 1.000] |" in text
+  assert "Missing: eval/grpo_ar.json, eval/grpo_mdlm.json, eval/expert.json, " \
+         "eval/wm_mdlm.real_test.json" in text
