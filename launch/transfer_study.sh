@@ -5,8 +5,10 @@
 # in the AR world model, in the MDLM world model and in the real environment
 # (same episode budget); every agent evaluated in the REAL environments on
 # test games no model saw; the world models' one-step state checks on the
-# real test split. Each stage is skipped when its output exists, so a rerun
-# resumes. Sized for a 2-core CPU (about 1.5 hours); scale with the variables.
+# real test split; and, as an extra arm, an MDLM world model trained 3x as
+# many steps with its own GRPO arm. Each stage is skipped when its output
+# exists, so a rerun resumes. Sized for a 2-core CPU (about 3 hours run one
+# stage at a time); scale with the variables.
 # STAGES=REGEX runs only the stages whose names match (to run independent ones
 # side by side: the world models, the BC agent); the report needs them all.
 # Usage: bash launch/transfer_study.sh [OUT_DIR]
@@ -20,6 +22,9 @@ BC_STEPS=${BC_STEPS:-450}          # behaviour-cloning steps
 GRPO_STEPS=${GRPO_STEPS:-20}       # agent GRPO steps of B x G = 4 x 4 episodes
 HORIZON=${HORIZON:-10}             # episode step limit, in GRPO and in evaluation
 EVAL_EPISODES=${EVAL_EPISODES:-100}  # test games per environment (fewer if it has fewer)
+# An extra arm: an MDLM world model trained this many steps (0: none), since
+# an MDLM needs several times an AR's training for the same quality.
+MDLM_LONG_STEPS=${MDLM_LONG_STEPS:-1800}
 mkdir -p "$OUT/eval" "$OUT/logs"
 TIMES=$OUT/times.tsv
 touch "$TIMES"
@@ -46,16 +51,26 @@ stage corpus "$D/stats.json" python -m launch.build_corpus --envs="$CORPUS_ENVS"
     --episodes_per_env=30 --episodes_per_task=80 --real_splits=train,valid:10,test:10 \
     --tokenizer_vocab=2048 --out_dir="$D"
 
-for obj in mdlm ar; do
-  stage "wm_$obj" "$OUT/wm_$obj/done" bash -c "python -m launch.train \
-      --config=configs/quickstart.py --workdir=$OUT/wm_$obj --config.objective=$obj \
-      --config.train.steps=$WM_STEPS --config.data.train=$D/train.jsonl \
+# world_model NAME OBJECTIVE STEPS: trains OUT/NAME and scores it one step on
+# the real environments' test split.
+world_model() {
+  local name=$1 obj=$2 steps=$3
+  stage "$name" "$OUT/$name/done" bash -c "python -m launch.train \
+      --config=configs/quickstart.py --workdir=$OUT/$name --config.objective=$obj \
+      --config.train.steps=$steps --config.data.train=$D/train.jsonl \
       --config.data.valid=$D/valid.jsonl --config.data.tokenizer=$D/tokenizer.model \
-      && touch $OUT/wm_$obj/done"
-  stage "wm_${obj}_real_test" "$OUT/eval/wm_$obj.real_test.json" python -m launch.evaluate \
-      --workdir="$OUT/wm_$obj" --data="$D/real/test.jsonl" --num_samples=4 \
-      --out="$OUT/eval/wm_$obj.real_test.json"
-done
+      && touch $OUT/$name/done"
+  stage "${name}_real_test" "$OUT/eval/$name.real_test.json" python -m launch.evaluate \
+      --workdir="$OUT/$name" --data="$D/real/test.jsonl" --num_samples=4 \
+      --out="$OUT/eval/$name.real_test.json"
+}
+world_model wm_mdlm mdlm "$WM_STEPS"
+world_model wm_ar ar "$WM_STEPS"
+ARMS="bc grpo_ar grpo_mdlm grpo_real"
+if (( MDLM_LONG_STEPS > 0 )); then
+  world_model wm_mdlm_long mdlm "$MDLM_LONG_STEPS"
+  ARMS="$ARMS grpo_mdlm_long"
+fi
 
 stage bc "$OUT/agent_bc/done" bash -c "python -m launch.train_agent \
     --config=configs/agent_bc.py --data=$D --workdir=$OUT/agent_bc \
@@ -64,16 +79,21 @@ stage bc "$OUT/agent_bc/done" bash -c "python -m launch.train_agent \
 GRPO_FLAGS=(--config=configs/agent_grpo.py --agent="$OUT/agent_bc" --env="$ENVS"
             --config.train.steps="$GRPO_STEPS" --config.grpo.horizon="$HORIZON"
             --config.tasks.per_env=80 --config.train.eval_episodes=0)
-stage grpo_ar "$OUT/agent_grpo_ar/done" bash -c "python -m launch.agent_grpo ${GRPO_FLAGS[*]} \
-    --world_model=$OUT/wm_ar --workdir=$OUT/agent_grpo_ar && touch $OUT/agent_grpo_ar/done"
-stage grpo_mdlm "$OUT/agent_grpo_mdlm/done" bash -c "python -m launch.agent_grpo \
-    ${GRPO_FLAGS[*]} --world_model=$OUT/wm_mdlm --workdir=$OUT/agent_grpo_mdlm \
-    && touch $OUT/agent_grpo_mdlm/done"
-stage grpo_real "$OUT/agent_grpo_real/done" bash -c "python -m launch.agent_grpo \
-    ${GRPO_FLAGS[*]} --env_backend=real --workdir=$OUT/agent_grpo_real \
-    && touch $OUT/agent_grpo_real/done"
+# grpo_arm NAME FLAGS...: agent GRPO from the BC agent into OUT/agent_NAME.
+grpo_arm() {
+  local name=$1
+  shift
+  stage "$name" "$OUT/agent_$name/done" bash -c "python -m launch.agent_grpo ${GRPO_FLAGS[*]} \
+      $* --workdir=$OUT/agent_$name && touch $OUT/agent_$name/done"
+}
+grpo_arm grpo_ar --world_model="$OUT/wm_ar"
+grpo_arm grpo_mdlm --world_model="$OUT/wm_mdlm"
+grpo_arm grpo_real --env_backend=real
+if (( MDLM_LONG_STEPS > 0 )); then
+  grpo_arm grpo_mdlm_long --world_model="$OUT/wm_mdlm_long"
+fi
 
-for arm in bc grpo_ar grpo_mdlm grpo_real; do
+for arm in $ARMS; do
   stage "eval_$arm" "$OUT/eval/$arm.json" python -m launch.evaluate_agent \
       --agent="$OUT/agent_$arm" --env="$ENVS" --tasks=test --episodes="$EVAL_EPISODES" \
       --max_steps="$HORIZON" --out="$OUT/eval/$arm.json"
