@@ -13,99 +13,106 @@
 # side by side: the world models, the BC agent); the report needs them all.
 # Usage: bash launch/transfer_study.sh [OUT_DIR]
 set -euo pipefail
-OUT=${1:-/tmp/transfer}
-D=$OUT/data
-ENVS=${ENVS:-textworld_express/coin,textworld/coin_collector}
-CORPUS_ENVS=${CORPUS_ENVS:-all,textworld_express:coin,textworld:coin_collector}
-WM_STEPS=${WM_STEPS:-600}          # world-model training steps (quickstart backbone)
-BC_STEPS=${BC_STEPS:-450}          # behaviour-cloning steps
-GRPO_STEPS=${GRPO_STEPS:-20}       # agent GRPO steps of B x G = 4 x 4 episodes
-HORIZON=${HORIZON:-10}             # episode step limit, in GRPO and in evaluation
-EVAL_EPISODES=${EVAL_EPISODES:-100}  # test games per environment (fewer if it has fewer)
-# An extra arm: an MDLM world model trained this many steps (0: none), since
-# an MDLM needs several times an AR's training for the same quality.
-MDLM_LONG_STEPS=${MDLM_LONG_STEPS:-1800}
-mkdir -p "$OUT/eval" "$OUT/logs"
-TIMES=$OUT/times.tsv
-touch "$TIMES"
 
-# stage NAME DONE_FILE COMMAND...: runs COMMAND unless DONE_FILE exists; logs
-# to OUT/logs/NAME.log and appends NAME and its wall seconds to times.tsv.
-stage() {
-  local name=$1 done_file=$2
-  shift 2
-  if [[ -n ${STAGES:-} && ! $name =~ ^(${STAGES})$ ]]; then
-    return
+# All in one function, so that bash has parsed the whole script before it
+# runs a stage (an edit to this file during a run cannot derail it).
+study() {
+  OUT=${1:-/tmp/transfer}
+  D=$OUT/data
+  ENVS=${ENVS:-textworld_express/coin,textworld/coin_collector}
+  CORPUS_ENVS=${CORPUS_ENVS:-all,textworld_express:coin,textworld:coin_collector}
+  WM_STEPS=${WM_STEPS:-600}          # world-model training steps (quickstart backbone)
+  BC_STEPS=${BC_STEPS:-450}          # behaviour-cloning steps
+  GRPO_STEPS=${GRPO_STEPS:-20}       # agent GRPO steps of B x G = 4 x 4 episodes
+  HORIZON=${HORIZON:-10}             # episode step limit, in GRPO and in evaluation
+  EVAL_EPISODES=${EVAL_EPISODES:-100}  # test games per environment (fewer if it has fewer)
+  # An extra arm: an MDLM world model trained this many steps (0: none), since
+  # an MDLM needs several times an AR's training for the same quality.
+  MDLM_LONG_STEPS=${MDLM_LONG_STEPS:-1800}
+  mkdir -p "$OUT/eval" "$OUT/logs"
+  TIMES=$OUT/times.tsv
+  touch "$TIMES"
+
+  # stage NAME DONE_FILE COMMAND...: runs COMMAND unless DONE_FILE exists; logs
+  # to OUT/logs/NAME.log and appends NAME and its wall seconds to times.tsv.
+  stage() {
+    local name=$1 done_file=$2
+    shift 2
+    if [[ -n ${STAGES:-} && ! $name =~ ^(${STAGES})$ ]]; then
+      return
+    fi
+    if [[ -e $done_file ]]; then
+      echo "== $name: done ($done_file)"
+      return
+    fi
+    echo "== $name: $*"
+    local t0=$SECONDS
+    "$@" > "$OUT/logs/$name.log" 2>&1 || { echo "$name failed: see $OUT/logs/$name.log"; exit 1; }
+    printf '%s\t%d\n' "$name" $((SECONDS - t0)) >> "$TIMES"
+  }
+
+  stage corpus "$D/stats.json" python -m launch.build_corpus --envs="$CORPUS_ENVS" \
+      --episodes_per_env=30 --episodes_per_task=80 --real_splits=train,valid:10,test:10 \
+      --tokenizer_vocab=2048 --out_dir="$D"
+
+  # world_model NAME OBJECTIVE STEPS: trains OUT/NAME and scores it one step on
+  # the real environments' test split.
+  world_model() {
+    local name=$1 obj=$2 steps=$3
+    stage "$name" "$OUT/$name/done" bash -c "python -m launch.train \
+        --config=configs/quickstart.py --workdir=$OUT/$name --config.objective=$obj \
+        --config.train.steps=$steps --config.data.train=$D/train.jsonl \
+        --config.data.valid=$D/valid.jsonl --config.data.tokenizer=$D/tokenizer.model \
+        && touch $OUT/$name/done"
+    stage "${name}_real_test" "$OUT/eval/$name.real_test.json" python -m launch.evaluate \
+        --workdir="$OUT/$name" --data="$D/real/test.jsonl" --num_samples=4 \
+        --out="$OUT/eval/$name.real_test.json"
+  }
+  world_model wm_mdlm mdlm "$WM_STEPS"
+  world_model wm_ar ar "$WM_STEPS"
+  ARMS="bc grpo_ar grpo_mdlm grpo_real"
+  if (( MDLM_LONG_STEPS > 0 )); then
+    world_model wm_mdlm_long mdlm "$MDLM_LONG_STEPS"
+    ARMS="$ARMS grpo_mdlm_long"
   fi
-  if [[ -e $done_file ]]; then
-    echo "== $name: done ($done_file)"
-    return
+
+  stage bc "$OUT/agent_bc/done" bash -c "python -m launch.train_agent \
+      --config=configs/agent_bc.py --data=$D --workdir=$OUT/agent_bc \
+      --config.train.steps=$BC_STEPS && touch $OUT/agent_bc/done"
+
+  GRPO_FLAGS=(--config=configs/agent_grpo.py --agent="$OUT/agent_bc" --env="$ENVS"
+              --config.train.steps="$GRPO_STEPS" --config.grpo.horizon="$HORIZON"
+              --config.tasks.per_env=80 --config.train.eval_episodes=0)
+  # grpo_arm NAME FLAGS...: agent GRPO from the BC agent into OUT/agent_NAME.
+  grpo_arm() {
+    local name=$1
+    shift
+    stage "$name" "$OUT/agent_$name/done" bash -c "python -m launch.agent_grpo ${GRPO_FLAGS[*]} \
+        $* --workdir=$OUT/agent_$name && touch $OUT/agent_$name/done"
+  }
+  grpo_arm grpo_ar --world_model="$OUT/wm_ar"
+  grpo_arm grpo_mdlm --world_model="$OUT/wm_mdlm"
+  grpo_arm grpo_real --env_backend=real
+  if (( MDLM_LONG_STEPS > 0 )); then
+    grpo_arm grpo_mdlm_long --world_model="$OUT/wm_mdlm_long"
   fi
-  echo "== $name: $*"
-  local t0=$SECONDS
-  "$@" > "$OUT/logs/$name.log" 2>&1 || { echo "$name failed: see $OUT/logs/$name.log"; exit 1; }
-  printf '%s\t%d\n' "$name" $((SECONDS - t0)) >> "$TIMES"
+
+  for arm in $ARMS; do
+    stage "eval_$arm" "$OUT/eval/$arm.json" python -m launch.evaluate_agent \
+        --agent="$OUT/agent_$arm" --env="$ENVS" --tasks=test --episodes="$EVAL_EPISODES" \
+        --max_steps="$HORIZON" --out="$OUT/eval/$arm.json"
+  done
+  for baseline in random expert; do
+    stage "eval_$baseline" "$OUT/eval/$baseline.json" python -m launch.evaluate_agent \
+        --agent=$baseline --env="$ENVS" --tasks=test --episodes="$EVAL_EPISODES" \
+        --max_steps="$HORIZON" --out="$OUT/eval/$baseline.json"
+  done
+
+  if [[ -n ${STAGES:-} ]]; then
+    exit 0
+  fi
+  python -m launch.transfer_report --study="$OUT" --out="$OUT/transfer.md"
+  echo "transfer study done: $OUT/transfer.md"
 }
 
-stage corpus "$D/stats.json" python -m launch.build_corpus --envs="$CORPUS_ENVS" \
-    --episodes_per_env=30 --episodes_per_task=80 --real_splits=train,valid:10,test:10 \
-    --tokenizer_vocab=2048 --out_dir="$D"
-
-# world_model NAME OBJECTIVE STEPS: trains OUT/NAME and scores it one step on
-# the real environments' test split.
-world_model() {
-  local name=$1 obj=$2 steps=$3
-  stage "$name" "$OUT/$name/done" bash -c "python -m launch.train \
-      --config=configs/quickstart.py --workdir=$OUT/$name --config.objective=$obj \
-      --config.train.steps=$steps --config.data.train=$D/train.jsonl \
-      --config.data.valid=$D/valid.jsonl --config.data.tokenizer=$D/tokenizer.model \
-      && touch $OUT/$name/done"
-  stage "${name}_real_test" "$OUT/eval/$name.real_test.json" python -m launch.evaluate \
-      --workdir="$OUT/$name" --data="$D/real/test.jsonl" --num_samples=4 \
-      --out="$OUT/eval/$name.real_test.json"
-}
-world_model wm_mdlm mdlm "$WM_STEPS"
-world_model wm_ar ar "$WM_STEPS"
-ARMS="bc grpo_ar grpo_mdlm grpo_real"
-if (( MDLM_LONG_STEPS > 0 )); then
-  world_model wm_mdlm_long mdlm "$MDLM_LONG_STEPS"
-  ARMS="$ARMS grpo_mdlm_long"
-fi
-
-stage bc "$OUT/agent_bc/done" bash -c "python -m launch.train_agent \
-    --config=configs/agent_bc.py --data=$D --workdir=$OUT/agent_bc \
-    --config.train.steps=$BC_STEPS && touch $OUT/agent_bc/done"
-
-GRPO_FLAGS=(--config=configs/agent_grpo.py --agent="$OUT/agent_bc" --env="$ENVS"
-            --config.train.steps="$GRPO_STEPS" --config.grpo.horizon="$HORIZON"
-            --config.tasks.per_env=80 --config.train.eval_episodes=0)
-# grpo_arm NAME FLAGS...: agent GRPO from the BC agent into OUT/agent_NAME.
-grpo_arm() {
-  local name=$1
-  shift
-  stage "$name" "$OUT/agent_$name/done" bash -c "python -m launch.agent_grpo ${GRPO_FLAGS[*]} \
-      $* --workdir=$OUT/agent_$name && touch $OUT/agent_$name/done"
-}
-grpo_arm grpo_ar --world_model="$OUT/wm_ar"
-grpo_arm grpo_mdlm --world_model="$OUT/wm_mdlm"
-grpo_arm grpo_real --env_backend=real
-if (( MDLM_LONG_STEPS > 0 )); then
-  grpo_arm grpo_mdlm_long --world_model="$OUT/wm_mdlm_long"
-fi
-
-for arm in $ARMS; do
-  stage "eval_$arm" "$OUT/eval/$arm.json" python -m launch.evaluate_agent \
-      --agent="$OUT/agent_$arm" --env="$ENVS" --tasks=test --episodes="$EVAL_EPISODES" \
-      --max_steps="$HORIZON" --out="$OUT/eval/$arm.json"
-done
-for baseline in random expert; do
-  stage "eval_$baseline" "$OUT/eval/$baseline.json" python -m launch.evaluate_agent \
-      --agent=$baseline --env="$ENVS" --tasks=test --episodes="$EVAL_EPISODES" \
-      --max_steps="$HORIZON" --out="$OUT/eval/$baseline.json"
-done
-
-if [[ -n ${STAGES:-} ]]; then
-  exit 0
-fi
-python -m launch.transfer_report --study="$OUT" --out="$OUT/transfer.md"
-echo "transfer study done: $OUT/transfer.md"
+study "$@"
