@@ -75,10 +75,14 @@ class WorldModel:
   def load(cls, workdir: str, step: int | None = None, mesh=None) -> WorldModel:
     """Restores the params of the latest (or a given) checkpoint in `workdir`,
     sharded on `mesh` by the checkpoint's rules (default: one device)."""
-    ckpt = Checkpointer(os.path.join(workdir, trainer.CHECKPOINT_DIR), save_every=1)
+    directory = os.path.join(workdir, trainer.CHECKPOINT_DIR)
+    # Checked first: the checkpoint manager would create the directory.
+    if not os.path.isdir(directory):
+      raise FileNotFoundError(f"no checkpoint in {directory} (not a training workdir?)")
+    ckpt = Checkpointer(directory, save_every=1)
     step = step if step is not None else ckpt.latest_step()
     if step is None:
-      raise FileNotFoundError(f"no checkpoint in {workdir}/{trainer.CHECKPOINT_DIR}")
+      raise FileNotFoundError(f"no checkpoint in {directory}")
     meta = ckpt.restore_meta(step)
     cfg = ml_collections.ConfigDict(meta["config"])
     tokenizer = Tokenizer.load(os.path.join(workdir, meta["tokenizer"]))

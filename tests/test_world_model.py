@@ -50,8 +50,9 @@ def test_rollout_feeds_on_its_own_predictions(tiny_models, episode, objective):
 
 
 def test_missing_checkpoint_is_a_clear_error(tmp_path):
-  with pytest.raises(FileNotFoundError, match="no checkpoint"):
+  with pytest.raises(FileNotFoundError, match=r"no checkpoint in .*\(not a training workdir"):
     WorldModel.load(str(tmp_path))
+  assert list(tmp_path.iterdir()) == []  # and it leaves nothing behind
 
 
 def test_sample_cli_writes_one_line_per_transition(tiny_models, tiny_corpus, tmp_path):
