@@ -1,8 +1,13 @@
+"""launch.bench runs end to end on the tiny config and reports every figure."""
+
 import json
 import subprocess
 import sys
 
+import pytest
 
+
+@pytest.mark.slow  # ~21 s; the default run must stay under 10 min on 2 cores
 def test_bench_runs_and_reports_every_figure(tmp_path):
   out = tmp_path / "bench.json"
   res = subprocess.run([sys.executable, "-m", "launch.bench", "--configs=tiny", "--train_steps=1",

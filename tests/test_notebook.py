@@ -5,6 +5,7 @@ import re
 
 import nbclient
 import nbformat
+import pytest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 NOTEBOOK = os.path.join(ROOT, "notebooks", "steerable_sampling.ipynb")
@@ -19,6 +20,7 @@ def _texts(cell) -> str:
   return "\n".join(out)
 
 
+@pytest.mark.slow  # ~30 s; the default run must stay under 10 min on 2 cores
 def test_notebook_runs_headless_on_a_tiny_workdir(tiny_models, tiny_corpus, tmp_path,
                                                   monkeypatch):
   # The quickstart layout: WORKDIR/{mdlm,ar} checkpoints and WORKDIR/data/test.jsonl.
