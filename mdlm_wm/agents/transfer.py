@@ -23,11 +23,12 @@ ARMS = (
     ("bc", "(a) behaviour cloning only"),
     ("grpo_ar", "(b) BC + GRPO in the AR world model"),
     ("grpo_mdlm", "(c) BC + GRPO in the MDLM world model"),
-    ("grpo_mdlm_long", "(c') BC + GRPO in the MDLM world model trained 3x longer"),
+    ("grpo_mdlm_long", "(c') BC + GRPO in the MDLM world model trained {ratio} longer"),
     ("grpo_real", "(d) BC + GRPO in the real environment"),
     ("expert", "expert (the environment's own policy)"),
 )
-WORLD_MODELS = (("wm_ar", "AR"), ("wm_mdlm", "MDLM"), ("wm_mdlm_long", "MDLM, 3x steps"))
+# Labels with {ratio} name how much longer the extra MDLM trained (from the checkpoints).
+WORLD_MODELS = (("wm_ar", "AR"), ("wm_mdlm", "MDLM"), ("wm_mdlm_long", "MDLM, {ratio} steps"))
 # The study's optional extra arm (MDLM_LONG_STEPS=0 skips it): not "missing".
 OPTIONAL = ("grpo_mdlm_long", "wm_mdlm_long")
 WM_METRICS = (("pass", "pass rate"), ("checks", "check score"),
@@ -57,20 +58,36 @@ def read_times(study: str) -> dict[str, float]:
   return times
 
 
-def grpo_budget(study: str, arm: str) -> int | None:
-  """Training episodes of a GRPO arm: steps x B x G of its latest checkpoint."""
-  root = os.path.join(study, f"agent_{arm}", "checkpoints")
-  if not os.path.isdir(root):
+def _latest_meta(workdir: str) -> tuple[int, dict] | None:
+  """(step, meta) of the latest checkpoint in `workdir`, or None."""
+  root = os.path.join(workdir, "checkpoints")
+  if not os.path.isdir(root):  # the checkpoint manager would create it
     return None
   ckpt = Checkpointer(root, save_every=1)
   try:
     step = ckpt.latest_step()
-    if step is None:
-      return None
-    g = ckpt.restore_meta(step)["grpo"]["grpo"]
+    return None if step is None else (step, ckpt.restore_meta(step))
   finally:
     ckpt.close()
+
+
+def grpo_budget(study: str, arm: str) -> int | None:
+  """Training episodes of a GRPO arm: steps x B x G of its latest checkpoint."""
+  latest = _latest_meta(os.path.join(study, f"agent_{arm}"))
+  if latest is None:
+    return None
+  step, meta = latest
+  g = meta["grpo"]["grpo"]
   return step * g["num_tasks"] * g["num_episodes"]
+
+
+def long_ratio(study: str) -> str:
+  """How much longer the extra MDLM trained than the MDLM ("3x"), from their
+  checkpoints; "more" when either is missing."""
+  latest = [_latest_meta(os.path.join(study, name)) for name in ("wm_mdlm_long", "wm_mdlm")]
+  if None in latest:
+    return "more"
+  return f"{latest[0][0] / latest[1][0]:g}x"
 
 
 def _load(path: str) -> dict | None:
@@ -82,6 +99,7 @@ def _load(path: str) -> dict | None:
 
 def render(study: str) -> str:
   times = read_times(study)
+  ratio = long_ratio(study)
   missing: list[str] = []
   reports = {}
   for arm, _ in ARMS:
@@ -100,7 +118,8 @@ def render(study: str) -> str:
       continue
     train_episodes = grpo_budget(study, arm) if arm.startswith("grpo") else None
     train_time = times.get(arm) if arm not in ("random", "expert") else None
-    row = ([label] + [_cell(rep["per_task"].get(e, {}).get("success")) for e in envs]
+    row = ([label.format(ratio=ratio)] + [_cell(rep["per_task"].get(e, {}).get("success"))
+                                          for e in envs]
            + [_cell(rep["overall"]["success"]), f"{rep['overall']['steps']['mean']:.1f}",
               "-" if train_episodes is None else f"{train_episodes:,}",
               _minutes(train_time), str(rep["overall"]["success"]["n"]),
@@ -120,8 +139,8 @@ def render(study: str) -> str:
     for name, label in present:
       for scope, summary in [("all", wm[name]["overall"])] + [
           (e, wm[name]["per_env"][e]) for e in wm_envs if e in wm[name]["per_env"]]:
-        lines.append("| " + " | ".join([label, scope] + [_cell(summary.get(k), 3)
-                                                         for k, _ in WM_METRICS]) + " |")
+        lines.append("| " + " | ".join([label.format(ratio=ratio), scope] + [
+            _cell(summary.get(k), 3) for k, _ in WM_METRICS]) + " |")
     out += ["## World models, one step on the real test split", "", *lines, ""]
   if missing:
     out += ["Missing: " + ", ".join(missing), ""]

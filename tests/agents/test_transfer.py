@@ -2,8 +2,11 @@
 
 import json
 
+import numpy as np
+
 from mdlm_wm.agents import evaluate as evaluate_lib
 from mdlm_wm.agents import transfer
+from mdlm_wm.train.checkpoint import Checkpointer
 
 
 def _agent_report(successes_by_env):
@@ -35,3 +38,20 @@ def test_tables_hold_each_arm_its_budget_and_time_and_list_what_is_missing(tmp_p
   assert "| AR | a/x | 1.000 [1.000, 1.000] |" in text
   assert "Missing: eval/grpo_ar.json, eval/grpo_mdlm.json, eval/expert.json, " \
          "eval/wm_mdlm.real_test.json" in text
+
+
+def test_the_long_mdlm_rows_say_how_much_longer_it_trained(tmp_path):
+  (tmp_path / "eval").mkdir()
+  assert transfer.long_ratio(str(tmp_path)) == "more"  # no checkpoints yet
+  for name, step in (("wm_mdlm", 2), ("wm_mdlm_long", 5)):
+    ckpt = Checkpointer(str(tmp_path / name / "checkpoints"), save_every=1)
+    ckpt.save(step, {"x": np.zeros(1)}, None, {"config": {}}, force=True)
+    ckpt.close()
+  (tmp_path / "eval" / "grpo_mdlm_long.json").write_text(
+      json.dumps(_agent_report({"a/x": [1, 0]})))
+  wm = {"overall": {"pass": {"mean": 0.5, "low": 0.25, "high": 0.75, "n": 8}}, "per_env": {}}
+  (tmp_path / "eval" / "wm_mdlm_long.real_test.json").write_text(json.dumps(wm))
+  text = transfer.render(str(tmp_path))
+  assert "| (c') BC + GRPO in the MDLM world model trained 2.5x longer | 0.50 [" in text
+  assert "| MDLM, 2.5x steps | all | 0.500 [0.250, 0.750] |" in text
+  assert "grpo_mdlm_long" not in text.split("Missing:")[1]  # optional arms are not missing
