@@ -51,6 +51,15 @@ study() {
     printf '%s\t%d\n' "$name" $((SECONDS - t0)) >> "$TIMES"
   }
 
+  # marked DONE_FILE COMMAND...: runs COMMAND and, when it succeeds, creates
+  # DONE_FILE (the stage marker of a training run, whose workdir exists from
+  # its first checkpoint on).
+  marked() {
+    local done_file=$1
+    shift
+    "$@" && touch "$done_file"
+  }
+
   stage corpus "$D/stats.json" python -m launch.build_corpus --envs="$CORPUS_ENVS" \
       --episodes_per_env=30 --episodes_per_task=80 --real_splits=train,valid:10,test:10 \
       --tokenizer_vocab=2048 --out_dir="$D"
@@ -59,11 +68,10 @@ study() {
   # the real environments' test split.
   world_model() {
     local name=$1 obj=$2 steps=$3
-    stage "$name" "$OUT/$name/done" bash -c "python -m launch.train \
-        --config=configs/quickstart.py --workdir=$OUT/$name --config.objective=$obj \
-        --config.train.steps=$steps --config.data.train=$D/train.jsonl \
-        --config.data.valid=$D/valid.jsonl --config.data.tokenizer=$D/tokenizer.model \
-        && touch $OUT/$name/done"
+    stage "$name" "$OUT/$name/done" marked "$OUT/$name/done" python -m launch.train \
+        --config=configs/quickstart.py --workdir="$OUT/$name" --config.objective="$obj" \
+        --config.train.steps="$steps" --config.data.train="$D/train.jsonl" \
+        --config.data.valid="$D/valid.jsonl" --config.data.tokenizer="$D/tokenizer.model"
     stage "${name}_real_test" "$OUT/eval/$name.real_test.json" python -m launch.evaluate \
         --workdir="$OUT/$name" --data="$D/real/test.jsonl" --num_samples=4 \
         --out="$OUT/eval/$name.real_test.json"
@@ -76,9 +84,9 @@ study() {
     ARMS="$ARMS grpo_mdlm_long"
   fi
 
-  stage bc "$OUT/agent_bc/done" bash -c "python -m launch.train_agent \
-      --config=configs/agent_bc.py --data=$D --workdir=$OUT/agent_bc \
-      --config.train.steps=$BC_STEPS && touch $OUT/agent_bc/done"
+  stage bc "$OUT/agent_bc/done" marked "$OUT/agent_bc/done" python -m launch.train_agent \
+      --config=configs/agent_bc.py --data="$D" --workdir="$OUT/agent_bc" \
+      --config.train.steps="$BC_STEPS"
 
   GRPO_FLAGS=(--config=configs/agent_grpo.py --agent="$OUT/agent_bc" --env="$ENVS"
               --config.train.steps="$GRPO_STEPS" --config.grpo.horizon="$HORIZON"
@@ -87,8 +95,8 @@ study() {
   grpo_arm() {
     local name=$1
     shift
-    stage "$name" "$OUT/agent_$name/done" bash -c "python -m launch.agent_grpo ${GRPO_FLAGS[*]} \
-        $* --workdir=$OUT/agent_$name && touch $OUT/agent_$name/done"
+    stage "$name" "$OUT/agent_$name/done" marked "$OUT/agent_$name/done" \
+        python -m launch.agent_grpo "${GRPO_FLAGS[@]}" "$@" --workdir="$OUT/agent_$name"
   }
   grpo_arm grpo_ar --world_model="$OUT/wm_ar"
   grpo_arm grpo_mdlm --world_model="$OUT/wm_mdlm"
@@ -97,15 +105,14 @@ study() {
     grpo_arm grpo_mdlm_long --world_model="$OUT/wm_mdlm_long"
   fi
 
-  for arm in $ARMS; do
+  for arm in $ARMS random expert; do
+    agent=$OUT/agent_$arm
+    if [[ $arm == random || $arm == expert ]]; then
+      agent=$arm  # the environment's own policies, the baselines
+    fi
     stage "eval_$arm" "$OUT/eval/$arm.json" python -m launch.evaluate_agent \
-        --agent="$OUT/agent_$arm" --env="$ENVS" --tasks=test --episodes="$EVAL_EPISODES" \
+        --agent="$agent" --env="$ENVS" --tasks=test --episodes="$EVAL_EPISODES" \
         --max_steps="$HORIZON" --out="$OUT/eval/$arm.json"
-  done
-  for baseline in random expert; do
-    stage "eval_$baseline" "$OUT/eval/$baseline.json" python -m launch.evaluate_agent \
-        --agent=$baseline --env="$ENVS" --tasks=test --episodes="$EVAL_EPISODES" \
-        --max_steps="$HORIZON" --out="$OUT/eval/$baseline.json"
   done
 
   if [[ -n ${STAGES:-} ]]; then
