@@ -2,7 +2,7 @@
 
 Sized for 8 chips of 16 GiB (e.g. TPU v5e-8), FSDP over all of them: 4
 sequences of 2048 per chip; `launch.aot` measured 8.66 GiB peak per chip
-(docs/scaling_aot.md). On 16 chips, `--config.data.batch_size=64` keeps the
+(docs/scaling.md). On 16 chips, `--config.data.batch_size=64` keeps the
 per-chip load.
 """
 

@@ -2,7 +2,7 @@
 
 The scale a pretrained 8B checkpoint would be fine-tuned at (launch.import_hf
 sets the model keys from its config.json; these match Llama-3-8B). Sized with
-launch.aot on compile-only TPU v5e devices (docs/scaling_aot.md): on 64
+launch.aot on compile-only TPU v5e devices (docs/scaling.md): on 64
 chips of 16 GiB, FSDP over 16 x tensor parallelism over 4 (heads, MLP and
 vocabulary split 4 ways) with 2 sequences of 2048 per FSDP shard peaks at
 6.5 GiB per chip; FSDP alone asks for 17.1 GiB even at one sequence per chip.

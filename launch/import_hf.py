@@ -48,8 +48,8 @@ def main(argv):
   cfg = _CONFIG.value if _CONFIG.value is not None else config_lib.base_config()
   cfg.objective = FLAGS.objective
   try:
-    r = hf_import.import_to_workdir(FLAGS.hf_dir, FLAGS.out, cfg, Tokenizer.load(FLAGS.tokenizer),
-                          FLAGS.embeddings)
+    r = hf_import.import_to_workdir(FLAGS.hf_dir, FLAGS.out, cfg,
+                                    Tokenizer.load(FLAGS.tokenizer), FLAGS.embeddings)
   except ValueError as e:
     raise app.UsageError(str(e)) from None
   model_cfg = r["model"]

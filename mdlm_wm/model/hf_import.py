@@ -301,7 +301,7 @@ def import_to_workdir(hf_dir: str, out: str, cfg, tokenizer: Tokenizer, embeddin
       hf_dir, mesh=mesh, rules=cfg.mesh.rules, attention=config_lib.attention_mode(cfg),
       dtype=m.dtype, remat=m.remat)
   model_cfg, params, copied = adapt_vocab(model_cfg, params, tokenizer, embeddings,
-                                                    hf_dir=hf_dir, seed=cfg.seed)
+                                          hf_dir=hf_dir, seed=cfg.seed)
   # The recorded config must rebuild exactly this model (WorldModel.load, init_from).
   assert config_lib.model_config(cfg, tokenizer.vocab_size) == model_cfg
   tx, _ = trainer.make_optimizer(cfg)
