@@ -148,11 +148,7 @@ def build_corpus(cfg: CorpusConfig, out_dir: str, *, verbose: bool = True) -> di
            if ranges[split][1] > ranges[split][0]}
   if cfg.holdout_envs:
     files[HELDOUT] = [(e, 0, cfg.episodes_per_env) for e in cfg.holdout_envs]
-  # A rebuild must not leave files of an earlier configuration behind.
-  for name in [f"{split}.jsonl" for split in (*SPLITS, HELDOUT) if split not in files] + (
-      [] if cfg.tokenizer_vocab else [TOKENIZER_FILE]):
-    if os.path.exists(os.path.join(out_dir, name)):
-      os.remove(os.path.join(out_dir, name))
+  remove_stale(out_dir, files, cfg.tokenizer_vocab)
   total = sum(stop - start for jobs in files.values() for _, start, stop in jobs)
   progress = Progress("build_corpus", total, "episodes") if verbose else None
   t0 = time.perf_counter()
@@ -185,6 +181,16 @@ def build_corpus(cfg: CorpusConfig, out_dir: str, *, verbose: bool = True) -> di
   result["episodes_per_second"] = total / max(gen_seconds, 1e-9)
   result["env_stats"] = env_stats
   return result
+
+
+def remove_stale(out_dir: str, splits: Iterable[str], tokenizer_vocab: int) -> None:
+  """Deletes the split files not in `splits` and, without a tokenizer
+  (`tokenizer_vocab` 0), the tokenizer: a rebuild must not leave files of an
+  earlier configuration behind."""
+  stale = [f"{split}.jsonl" for split in (*SPLITS, HELDOUT) if split not in splits]
+  for name in stale + ([] if tokenizer_vocab else [TOKENIZER_FILE]):
+    if os.path.exists(os.path.join(out_dir, name)):
+      os.remove(os.path.join(out_dir, name))
 
 
 def train_split_tokenizer(out_dir: str, vocab_size: int) -> Tokenizer | None:

@@ -39,8 +39,6 @@ def merge_corpora(parts: Mapping[str, str], out_dir: str, *, tokenizer_vocab: in
     sources = [(name, path) for name, path in sources if os.path.exists(path)]
     target = os.path.join(out_dir, f"{split}.jsonl")
     if not sources:
-      if os.path.exists(target):  # a rebuild leaves nothing stale behind
-        os.remove(target)
       continue
     with open(target + ".tmp", "w", encoding="utf-8") as out:
       for _, path in sources:
@@ -60,11 +58,10 @@ def merge_corpora(parts: Mapping[str, str], out_dir: str, *, tokenizer_vocab: in
             out.write(line if line.endswith("\n") else line + "\n")
     os.replace(target + ".tmp", target)
     written.append(split)
+  corpus.remove_stale(out_dir, written, tokenizer_vocab)
   if tokenizer_vocab and "train" not in written:
     raise ValueError("no part has a train.jsonl to train the tokenizer on")
   tokenizer = corpus.train_split_tokenizer(out_dir, tokenizer_vocab)
-  if not tokenizer and os.path.exists(os.path.join(out_dir, corpus.TOKENIZER_FILE)):
-    os.remove(os.path.join(out_dir, corpus.TOKENIZER_FILE))
   env_stats = corpus.split_stats(out_dir, written, tokenizer)
   result = {
       "parts": {name: os.path.relpath(d, out_dir) for name, d in parts.items()},

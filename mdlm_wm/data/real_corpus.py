@@ -241,11 +241,7 @@ def build_real_corpus(cfg: RealCorpusConfig, out_dir: str, *, verbose: bool = Tr
   written = writers.commit()
   if progress:
     progress.close()
-  # A rebuild must not leave files of an earlier configuration behind.
-  stale = [f"{s}.jsonl" for s in (*SPLITS, corpus.HELDOUT) if s not in written]
-  for name in stale + ([] if cfg.tokenizer_vocab else [corpus.TOKENIZER_FILE]):
-    if os.path.exists(os.path.join(out_dir, name)):
-      os.remove(os.path.join(out_dir, name))
+  corpus.remove_stale(out_dir, written, cfg.tokenizer_vocab)
   if cfg.tokenizer_vocab and "train" not in written:
     raise RuntimeError("no train episode was written (every game crashed?): no tokenizer; "
                        f"crashes: {player.crashes[:3]}")
