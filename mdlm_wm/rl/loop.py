@@ -11,7 +11,8 @@ an evaluation is; everything else lives here:
   * `Learner.apply`: `mu` clipped policy-gradient updates with a KL penalty;
   * `run_loop`: resume from the workdir's checkpoint or start fresh, then per
     step collect -> update -> metrics -> eval -> checkpoint, saving and
-    stopping on SIGTERM.
+    stopping on SIGTERM; a step whose advantages are all 0 makes no update
+    (logged as `no_signal`).
 
 A batch holds completions after left-padded contexts, in the sampler's
 layout: `context` [N, C], `valid` [N, C], `completion` [N, T], `mask` [N, T]
@@ -206,10 +207,15 @@ def run_loop(cfg, workdir: str, learner: Learner, *, tokenizer: Tokenizer, meta:
     for step in range(start + 1, stop_at + 1):
       key = jax.random.fold_in(base_key, step)
       metrics, batch = collect(step, learner.state["params"], key)
-      metrics.update(learner.apply(batch, key, cfg.grpo.mu))
-      if not metrics.pop("finite"):
-        logging.warning("step %d: non-finite GRPO loss; the update was skipped", step)
-        metrics["skipped"] = 1.0
+      if np.any(np.asarray(jax.device_get(batch["advantages"])) != 0):
+        metrics.update(learner.apply(batch, key, cfg.grpo.mu))
+        if not metrics.pop("finite"):
+          logging.warning("step %d: non-finite GRPO loss; the update was skipped", step)
+          metrics["skipped"] = 1.0
+      else:
+        # Every group had zero spread: the loss would carry only the KL term, and
+        # Adam's momentum would keep moving the policy without any reward signal.
+        metrics["no_signal"] = 1.0
       metrics[rate_key] = rollouts_per_step / sum(v for k, v in metrics.items()
                                                   if k.startswith("time_"))
       metrics["learning_rate"] = float(learner.lr_schedule(step - 1))

@@ -113,6 +113,27 @@ def test_grpo_resumes_where_it_stopped(tiny_models, tiny_corpus, tmp_path):
   assert [r["step"] for r in read_metrics(workdir) if "reward_mean" in r] == [1, 2, 3]
 
 
+def test_a_step_without_reward_spread_leaves_the_params_alone(tiny_models, tiny_corpus, tmp_path):
+  import jax
+  workdir = str(tmp_path / "grpo")
+  cfg = grpo_config(tiny_models["ar"], tiny_corpus, **{"data.eval": ""})
+  calls = []
+
+  def reward(spec, step, prediction):  # step 1 (calls 1-4) has spread, step 2 none
+    calls.append(1)
+    return float(len(calls) % 2) if len(calls) <= 4 else 0.5
+
+  wm_grpo.run(cfg, workdir, reward_fn=reward)
+  rows = [r for r in read_metrics(workdir) if "reward_mean" in r]
+  assert "no_signal" not in rows[0] and rows[1]["no_signal"] == 1.0
+  # Without the skip, Adam's momentum from step 1 would move the params at step 2.
+  step1, step2 = WorldModel.load(workdir, step=1), WorldModel.load(workdir, step=2)
+  assert not all(np.array_equal(a, b) for a, b in zip(
+      jax.tree.leaves(WorldModel.load(tiny_models["ar"]).params), jax.tree.leaves(step1.params)))
+  assert all(np.array_equal(a, b) for a, b in zip(jax.tree.leaves(step1.params),
+                                                  jax.tree.leaves(step2.params)))
+
+
 @pytest.mark.parametrize("objective", ["mdlm", "ar"])
 def test_one_update_raises_the_log_prob_of_positive_advantage_samples(tiny_models, tiny_corpus,
                                                                       objective):
