@@ -8,14 +8,13 @@ Writes one JSON line per input transition: its id, step index, action,
 reference next state and the list of sampled next states.
 """
 
-import json
-import os
 import time
 
 from absl import app, flags
 
 from mdlm_wm.data import schema
 from mdlm_wm.data.serialize import transitions
+from mdlm_wm.eval import evaluate as ev
 from mdlm_wm.utils.progress import Progress
 from mdlm_wm.world_model import WorldModel
 
@@ -41,28 +40,23 @@ def main(argv):
   items = []
   for ep in schema.iter_episodes(FLAGS.data):
     for k, tr in enumerate(transitions(ep, wm.cfg.data.history_len)):
-      items.append((ep, k, tr))
+      items.append(ev.Example(ep, k, tr))
       if FLAGS.max_examples and len(items) >= FLAGS.max_examples:
         break
     if FLAGS.max_examples and len(items) >= FLAGS.max_examples:
       break
   progress = Progress("sample", len(items), "transitions")
-  tmp = FLAGS.out + ".tmp"
   t0 = time.perf_counter()
-  with open(tmp, "w", encoding="utf-8") as f:
-    for i in range(0, len(items), FLAGS.batch_size):
-      chunk = items[i:i + FLAGS.batch_size]
-      samples = wm.generate([tr for _, _, tr in chunk], num_samples=FLAGS.num_samples,
-                            seed=FLAGS.seed + i, steers=[FLAGS.steer] * len(chunk), **overrides)
-      for (ep, k, tr), outs in zip(chunk, samples):
-        f.write(json.dumps({"id": ep.id, "env": ep.env, "step": k, "action": tr.action,
-                            "reference": tr.next_state, "samples": outs},
-                           ensure_ascii=False) + "\n")
-      progress.update(len(chunk))
-  os.replace(tmp, FLAGS.out)
+  predictions = []
+  for i in range(0, len(items), FLAGS.batch_size):
+    chunk = items[i:i + FLAGS.batch_size]
+    predictions += wm.generate([ex.transition for ex in chunk], num_samples=FLAGS.num_samples,
+                               seed=FLAGS.seed + i, steers=[FLAGS.steer] * len(chunk),
+                               **overrides)
+    progress.update(len(chunk))
   progress.close()
+  ev.write_predictions(FLAGS.out, items, predictions)
   print(f"wrote {len(items)} lines to {FLAGS.out} in {time.perf_counter() - t0:.1f}s")
-
 
 if __name__ == "__main__":
   app.run(main)

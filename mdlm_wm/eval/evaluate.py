@@ -218,12 +218,23 @@ def write_report(report: dict, path: str) -> None:
   os.replace(path + ".tmp", path)
 
 
-def read_predictions(path: str, examples: Sequence[Example]) -> list[list[str]]:
-  """Predictions written by `launch.sample` (or any system) for `examples`.
+def write_predictions(path: str, examples: Sequence[Example],
+                      predictions: Sequence[Sequence[str]]) -> None:
+  """Writes one line per example in the format `read_predictions` reads (with
+  env, action and reference for reading by eye), atomically."""
+  with open(path + ".tmp", "w", encoding="utf-8") as f:
+    for ex, samples in zip(examples, predictions, strict=True):
+      f.write(json.dumps({"id": ex.episode.id, "env": ex.episode.env, "step": ex.index,
+                          "action": ex.transition.action, "reference": ex.step.next_state,
+                          "samples": list(samples)}, ensure_ascii=False) + "\n")
+  os.replace(path + ".tmp", path)
+
+
+def read_prediction_map(path: str) -> dict[str, list[str]]:
+  """The samples of every line of a predictions file, keyed `id#step`.
 
   Each line: {"id": episode id, "step": index, "samples": [...]} (or
-  "prediction": "..."); every example must have a line, or a ValueError names
-  the first missing one.
+  "prediction": "..."); a malformed line is a ValueError naming file:line.
   """
   found = {}
   with open(path, encoding="utf-8") as f:
@@ -240,6 +251,14 @@ def read_predictions(path: str, examples: Sequence[Example]) -> list[list[str]]:
       if not samples or not all(isinstance(s, str) for s in samples):
         raise ValueError(f"{path}:{lineno}: samples must be a non-empty list of strings")
       found[key] = samples
+  return found
+
+
+def read_predictions(path: str, examples: Sequence[Example]) -> list[list[str]]:
+  """Predictions written by `launch.sample` (or any system) for `examples`,
+  in their order; every example must have a line (`read_prediction_map`'s
+  format), or a ValueError names the first missing one."""
+  found = read_prediction_map(path)
   missing = [ex.key for ex in examples if ex.key not in found]
   if missing:
     raise ValueError(f"{path}: no prediction for {len(missing)} transition(s), e.g. "

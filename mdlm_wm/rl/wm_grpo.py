@@ -80,7 +80,8 @@ def _read_report(path: str) -> dict | None:
 def evaluate_splits(wm: WorldModel, params, splits: Mapping[str, Sequence[ev.Example]],
                     cfg, step: int, workdir: str) -> dict:
   """Scores the current params on each eval split with the eval suite's metrics;
-  writes WORKDIR/eval/<split>.step<N>.json and returns the headline means.
+  writes WORKDIR/eval/<split>.step<N>.json (and the samples beside it,
+  <split>.step<N>.predictions.jsonl) and returns the headline means.
 
   A report already on disk for this step and split size is reused, so a run
   killed during its (long, MDLM) evaluation does not redo finished splits.
@@ -101,6 +102,10 @@ def evaluate_splits(wm: WorldModel, params, splits: Mapping[str, Sequence[ev.Exa
       continue
     predictions = ev.predict_all(predict, [ex.transition for ex in examples],
                                  [None] * len(examples), eval_cfg, f"eval {name}")
+    # The samples too, so that two steps can be compared transition by
+    # transition (launch.compare).
+    ev.write_predictions(path.removesuffix(".json") + ".predictions.jsonl", examples,
+                         predictions)
     report = ev.evaluate(examples, predictions, cfg=eval_cfg)
     report["step"] = step
     ev.write_report(report, path)

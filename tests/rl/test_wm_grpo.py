@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 from mdlm_wm import config as config_lib
+from mdlm_wm.eval import evaluate as ev
 from mdlm_wm.rl import grpo, loop, rewards, wm_grpo
 from mdlm_wm.world_model import WorldModel
 from tests.conftest import apply_overrides, read_metrics
@@ -98,6 +99,10 @@ def test_grpo_runs_survives_faulty_rewards_and_writes_a_loadable_checkpoint(
   assert result.evals["test"]["step"] == 2
   assert os.path.exists(os.path.join(workdir, "eval", "test.step0.json"))
   assert os.path.exists(os.path.join(workdir, "eval", "test.step2.json"))
+  examples = wm_grpo._load_examples(f"{tiny_corpus}/test.jsonl", 1, 4)
+  samples = ev.read_predictions(os.path.join(workdir, "eval", "test.step2.predictions.jsonl"),
+                                examples)
+  assert [len(s) for s in samples] == [2] * 4
   wm = WorldModel.load(workdir)
   assert wm.objective == objective
   assert len(wm.generate([wm_grpo._load_examples(f"{tiny_corpus}/test.jsonl", 1, 1)[0]
