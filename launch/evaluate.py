@@ -2,7 +2,7 @@ r"""Evaluates a world model, or a file of predictions, on a trajectory file.
 
   python -m launch.evaluate --workdir=/tmp/mdlm_wm_quickstart/mdlm \
       --data=/tmp/mdlm_wm_quickstart/data/test.jsonl --out=/tmp/report.json \
-      [--num_samples=4] [--steps=32] [--max_examples=200]
+      [--num_samples=4] [--steps=32] [--max_examples=200] [--save_predictions=FILE]
   python -m launch.evaluate --predictions=samples.jsonl --data=test.jsonl --out=report.json
 
 Writes a JSON report: fidelity, diversity, grounding (incl. trailing anchors),
@@ -32,6 +32,8 @@ flags.DEFINE_integer("max_examples", 0, "Score at most this many transitions (0:
 flags.DEFINE_integer("max_rollouts", 32, "Episodes replayed for rollout consistency.")
 flags.DEFINE_integer("max_steered", 64, "Steered transitions re-predicted without z.")
 flags.DEFINE_integer("seed", 0, "Sampling seed.")
+flags.DEFINE_string("save_predictions", None, "Also write the model's samples here "
+                    "(JSONL; launch.compare pairs two such files).")
 
 
 def main(argv):
@@ -63,6 +65,8 @@ def main(argv):
       predictions = ev.predict_all(predict, [ex.transition for ex in examples],
                                    [None] * len(examples), cfg, "sample")
       seconds = (time.perf_counter() - t0) / max(len(examples), 1)
+      if FLAGS.save_predictions:
+        ev.write_predictions(FLAGS.save_predictions, examples, predictions)
       report = ev.evaluate(examples, predictions, episodes=episodes, predict=predict,
                            rollout=rollout, cfg=cfg)
       source = {"workdir": os.path.abspath(FLAGS.workdir), "objective": wm.objective,
