@@ -360,6 +360,7 @@ def train(cfg, workdir: str, *, max_steps: int | None = None, data_shards: int =
     m = {k: float(v) for k, v in jax.device_get(dev_metrics).items()}
     if not m.pop("finite"):
       if cfg.train.nan_policy == "stop":
+        ckpt.wait()  # the error names the last checkpoint: it must be on disk, not in flight
         raise FloatingPointError(
             f"non-finite loss or gradient at step {step} (loss {m['loss']}); the update was "
             f"not applied; the last checkpoint is step {ckpt.latest_step()} in "
@@ -375,36 +376,40 @@ def train(cfg, workdir: str, *, max_steps: int | None = None, data_shards: int =
       writer.write(step, m)
       progress.update(step, m)
 
-  with Preemption() as preemption:
-    for step in range(start + 1, stop_at + 1):
-      local = next(train_iter)
-      batch = _global_batch(local, batch_sh)
-      state, dev_metrics = train_step(state, batch, jax.random.fold_in(base_key, step))
-      tokens_since_log += _tokens_in(local) * pcount
-      if pending is not None:
-        flush(pending)
-      pending = (step, dev_metrics)
-      if step % cfg.train.eval_every == 0 or step == stop_at:
-        flush(pending)
-        pending = None
-        valid_loss = evaluate()
-        if valid_loss is not None:
-          writer.write(step, {"valid_loss": valid_loss})
-          progress.update(step, {"loss": last["loss"], "valid_loss": valid_loss}, force=True)
-      preempt = preemption.reached(step)
-      if ckpt.should_save(step) or preempt or step == stop_at:
+  # finally: a crash (a non-finite loss included) still waits for the saves in flight, so the
+  # checkpoint the error names is on disk.
+  try:
+    with Preemption() as preemption:
+      for step in range(start + 1, stop_at + 1):
+        local = next(train_iter)
+        batch = _global_batch(local, batch_sh)
+        state, dev_metrics = train_step(state, batch, jax.random.fold_in(base_key, step))
+        tokens_since_log += _tokens_in(local) * pcount
         if pending is not None:
-          flush(pending)  # never checkpoint a state whose step has not been checked
+          flush(pending)
+        pending = (step, dev_metrics)
+        if step % cfg.train.eval_every == 0 or step == stop_at:
+          flush(pending)
           pending = None
-        ckpt.save(step, state, train_iter, meta, force=True)
-      if preempt:
-        print(f"SIGTERM: saved a checkpoint at step {step}; exiting", flush=True)
-        preempted = True
-        break
-  if pending is not None:
-    flush(pending)
-  ckpt.close()
-  writer.close()
+          valid_loss = evaluate()
+          if valid_loss is not None:
+            writer.write(step, {"valid_loss": valid_loss})
+            progress.update(step, {"loss": last["loss"], "valid_loss": valid_loss}, force=True)
+        preempt = preemption.reached(step)
+        if ckpt.should_save(step) or preempt or step == stop_at:
+          if pending is not None:
+            flush(pending)  # never checkpoint a state whose step has not been checked
+            pending = None
+          ckpt.save(step, state, train_iter, meta, force=True)
+        if preempt:
+          print(f"SIGTERM: saved a checkpoint at step {step}; exiting", flush=True)
+          preempted = True
+          break
+    if pending is not None:
+      flush(pending)
+  finally:
+    ckpt.close()
+    writer.close()
   trunc = Truncation()
   for r in rows:
     trunc.add(r.truncation)
