@@ -1,11 +1,56 @@
 #!/usr/bin/env bash
-# World-model GRPO on the study's supervised S models (AR and MDLM, equal
-# size): state-check reward on training transitions, evaluated before and
-# after on the test split and the held-out environment, then compared
-# transition by transition (launch.compare). Needs the study's checkpoints
-# (bash launch/study.sh OUT_DIR). Rerunning resumes every stage.
-# Usage: bash launch/grpo_study.sh [OUT_DIR]
+# World-model GRPO from supervised AR and MDLM world models of one backbone:
+# state-check reward on training transitions, evaluated before and after on
+# held-out transitions, then compared transition by transition
+# (launch.compare). Rerunning resumes every stage.
+#
+# Usage:
+#   bash launch/grpo_study.sh quickstart [OUT_DIR]
+#       the quickstart's models (runs launch.quickstart into OUT_DIR/run
+#       first); the MDLM is the quickstart config trained 3000 steps, since
+#       the 450-step quickstart MDLM writes no state that passes.
+#   bash launch/grpo_study.sh study [STUDY_DIR]
+#       the study's S models (needs bash launch/study.sh STUDY_DIR first).
 set -euo pipefail
+
+# grpo_compare INIT OUT DATA_DIR SPLITS STEPS PROMPTS LR EVAL_EVERY EVAL_N
+# GRPO with G = 8 from INIT into OUT, then one paired comparison of step 0
+# against the last step per comma-separated eval split.
+grpo_compare() {
+  local init=$1 out=$2 d=$3 splits=$4 steps=$5 prompts=$6 lr=$7 every=$8 n=$9
+  local split evals=()
+  IFS=, read -ra split_names <<< "$splits"
+  for split in "${split_names[@]}"; do evals+=("$d/$split.jsonl"); done
+  python -m launch.grpo --config=configs/grpo_wm.py --init="$init" --workdir="$out" \
+      --config.data.train="$d/train.jsonl" \
+      --config.data.eval="$(IFS=,; echo "${evals[*]}")" \
+      --config.grpo.num_prompts="$prompts" --config.grpo.num_generations=8 \
+      --config.optim.lr="$lr" --config.train.steps="$steps" \
+      --config.train.eval_every="$every" --config.train.eval_examples="$n"
+  for split in "${split_names[@]}"; do
+    python -m launch.compare --data="$d/$split.jsonl" \
+        --before="$out/eval/$split.step0.predictions.jsonl" \
+        --after="$out/eval/$split.step$steps.predictions.jsonl" \
+        --out="$out/compare_$split.json"
+  done
+}
+
+quickstart() {
+  local out=$1 d=$1/run/data
+  python -m launch.quickstart --workdir="$out/run"
+  python -m launch.train --config=configs/quickstart.py --workdir="$out/mdlm_3k" \
+      --config.objective=mdlm --config.data.train="$d/train.jsonl" \
+      --config.data.valid="$d/valid.jsonl" --config.data.tokenizer="$d/tokenizer.model" \
+      --config.train.steps=3000 --config.train.eval_every=1000 \
+      --config.train.checkpoint_every=250
+  # The quickstart holds no held-out environment: test transitions only.
+  # The MDLM gets half the prompts and eval transitions of the AR: its
+  # rollouts cost several times more on a CPU.
+  grpo_compare "$out/run/ar" "$out/grpo_ar" "$d" test "${AR_STEPS:-200}" 8 2e-4 100 200
+  grpo_compare "$out/mdlm_3k" "$out/grpo_mdlm" "$d" test "${MDLM_STEPS:-50}" 4 2e-4 \
+      "${MDLM_STEPS:-50}" 100
+  echo "GRPO from the quickstart done: reports in $out/grpo_*/eval/, paired changes in $out/grpo_*/compare_test.json"
+}
 
 study() {
   local out=$1 d=$1/data
@@ -22,27 +67,15 @@ study() {
       --config.data.train="$d/train.jsonl" --config.data.valid="$d/valid.jsonl" \
       --config.data.tokenizer="$d/tokenizer.model" --config.train.steps=2100 \
       --config.train.eval_every=350
-
-  # model, GRPO steps, prompts per step (B), eval transitions per split: the
-  # MDLM gets half the prompts and eval transitions of the AR (its rollouts
-  # cost about 10x more on this CPU); both G = 8, lr 3e-4.
-  local m steps b n
-  while read -r m steps b n; do
-    python -m launch.grpo --config=configs/grpo_wm.py --init="$out/$m" --workdir="$out/grpo2_$m" \
-        --config.data.train="$d/train.jsonl" \
-        --config.data.eval="$d/test.jsonl,$d/heldout_env.jsonl" \
-        --config.grpo.num_prompts="$b" --config.grpo.num_generations=8 \
-        --config.optim.lr=3e-4 --config.train.steps="$steps" \
-        --config.train.eval_every="$steps" --config.train.eval_examples="$n"
-    for split in test heldout_env; do
-      python -m launch.compare --data="$d/$split.jsonl" \
-          --before="$out/grpo2_$m/eval/$split.step0.predictions.jsonl" \
-          --after="$out/grpo2_$m/eval/$split.step$steps.predictions.jsonl" \
-          --out="$out/grpo2_$m/compare_$split.json"
-    done
-  done <<< "ar_s ${AR_STEPS:-80} 8 192
-mdlm_s3x ${MDLM_STEPS:-40} 4 96"
+  grpo_compare "$out/ar_s" "$out/grpo2_ar_s" "$d" test,heldout_env "${AR_STEPS:-80}" 8 3e-4 \
+      "${AR_STEPS:-80}" 192
+  grpo_compare "$out/mdlm_s3x" "$out/grpo2_mdlm_s3x" "$d" test,heldout_env "${MDLM_STEPS:-40}" \
+      4 3e-4 "${MDLM_STEPS:-40}" 96
   echo "GRPO study done: reports in $out/grpo2_*/eval/, paired changes in $out/grpo2_*/compare_*.json"
 }
 
-study "${1:-/tmp/study}"
+case "${1:-}" in
+  quickstart) quickstart "${2:-/tmp/mdlm_wm_grpo_quickstart}" ;;
+  study) study "${2:-/tmp/study}" ;;
+  *) echo "usage: bash launch/grpo_study.sh {quickstart|study} [OUT_DIR]" >&2; exit 2 ;;
+esac
