@@ -1,4 +1,6 @@
-"""~11M parameters (with a 4096-piece vocabulary): the scale of the MDLM-vs-AR study."""
+"""~11M parameters (with a 4096-piece vocabulary): the next size up from the
+quickstart, for a GPU or a long CPU run (the CPU study's models are in
+configs/study/)."""
 
 from mdlm_wm.config import base_config
 
