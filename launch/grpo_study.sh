@@ -13,12 +13,14 @@
 #       the study's S models (needs bash launch/study.sh STUDY_DIR first).
 set -euo pipefail
 
-# grpo_compare INIT OUT DATA_DIR SPLITS STEPS PROMPTS LR EVAL_EVERY EVAL_N
-# GRPO with G = 8 from INIT into OUT, then one paired comparison of step 0
-# against the last step per comma-separated eval split.
+# grpo_compare INIT OUT DATA_DIR SPLITS STEPS PROMPTS LR EVAL_EVERY EVAL_N [FLAG...]
+# GRPO with G = 8 from INIT into OUT (extra FLAGs go to launch.grpo), then one
+# paired comparison of step 0 against the last step per comma-separated eval
+# split.
 grpo_compare() {
   local init=$1 out=$2 d=$3 splits=$4 steps=$5 prompts=$6 lr=$7 every=$8 n=$9
-  local split evals=()
+  shift 9
+  local split split_names evals=()
   IFS=, read -ra split_names <<< "$splits"
   for split in "${split_names[@]}"; do evals+=("$d/$split.jsonl"); done
   python -m launch.grpo --config=configs/grpo_wm.py --init="$init" --workdir="$out" \
@@ -26,7 +28,7 @@ grpo_compare() {
       --config.data.eval="$(IFS=,; echo "${evals[*]}")" \
       --config.grpo.num_prompts="$prompts" --config.grpo.num_generations=8 \
       --config.optim.lr="$lr" --config.train.steps="$steps" \
-      --config.train.eval_every="$every" --config.train.eval_examples="$n"
+      --config.train.eval_every="$every" --config.train.eval_examples="$n" "$@"
   for split in "${split_names[@]}"; do
     python -m launch.compare --data="$d/$split.jsonl" \
         --before="$out/eval/$split.step0.predictions.jsonl" \
@@ -46,9 +48,25 @@ quickstart() {
   # The quickstart holds no held-out environment: test transitions only.
   # The MDLM gets half the prompts and eval transitions of the AR: its
   # rollouts cost several times more on a CPU.
-  grpo_compare "$out/run/ar" "$out/grpo_ar" "$d" test "${AR_STEPS:-200}" 8 2e-4 100 200
+  local ar_steps=${AR_STEPS:-200} t
+  grpo_compare "$out/run/ar" "$out/grpo_ar" "$d" test "$ar_steps" 8 2e-4 100 200
+  # Control: does GRPO do more than a cooler sampling temperature would? The
+  # supervised AR at T = 0.5 and 0.7 on the same transitions, paired with
+  # GRPO's samples (which are drawn at T = 1).
+  for t in 0.5 0.7; do
+    python -m launch.evaluate --workdir="$out/run/ar" --data="$d/test.jsonl" --max_examples=200 \
+        --num_samples=4 --temperature="$t" --max_rollouts=0 --max_steered=0 \
+        --out="$out/grpo_ar/sft_T$t.json" --save_predictions="$out/grpo_ar/sft_T$t.predictions.jsonl"
+    python -m launch.compare --data="$d/test.jsonl" --before="$out/grpo_ar/sft_T$t.predictions.jsonl" \
+        --after="$out/grpo_ar/eval/test.step$ar_steps.predictions.jsonl" \
+        --out="$out/grpo_ar/compare_sft_T${t}_vs_grpo.json"
+  done
   grpo_compare "$out/mdlm_3k" "$out/grpo_mdlm" "$d" test "${MDLM_STEPS:-50}" 4 2e-4 \
       "${MDLM_STEPS:-50}" 100
+  # Again with 64 denoising steps for rollouts and evaluation instead of 16:
+  # the MDLM's states are far more coherent (env check 0.22 vs 0.12 at step 0).
+  grpo_compare "$out/mdlm_3k" "$out/grpo_mdlm_s64" "$d" test "${MDLM_STEPS:-50}" 4 2e-4 \
+      "${MDLM_STEPS:-50}" 100 --config.sample.steps=64
   echo "GRPO from the quickstart done: reports in $out/grpo_*/eval/, paired changes in $out/grpo_*/compare_test.json"
 }
 
