@@ -50,6 +50,14 @@ quickstart() {
   # rollouts cost several times more on a CPU.
   local ar_steps=${AR_STEPS:-200} t
   grpo_compare "$out/run/ar" "$out/grpo_ar" "$d" test "$ar_steps" 8 2e-4 100 200
+  # The same for 100 steps with KL weight 0.1 instead of 0.02: how much of
+  # the loss of diversity a stronger pull to the start prevents.
+  grpo_compare "$out/run/ar" "$out/grpo_ar_beta0.1" "$d" test 100 8 2e-4 100 200 \
+      --config.grpo.beta=0.1
+  python -m launch.compare --data="$d/test.jsonl" \
+      --before="$out/grpo_ar/eval/test.step100.predictions.jsonl" \
+      --after="$out/grpo_ar_beta0.1/eval/test.step100.predictions.jsonl" \
+      --out="$out/grpo_ar_beta0.1/compare_vs_beta0.02_step100.json"
   # Control: does GRPO do more than a cooler sampling temperature would? The
   # supervised AR at T = 0.5 and 0.7 on the same transitions, paired with
   # GRPO's samples (which are drawn at T = 1).
