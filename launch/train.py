@@ -52,8 +52,7 @@ def main(argv):
                    data_shards=FLAGS.data_shards)
   except ValueError as e:
     raise app.UsageError(str(e)) from None
-  print(f"done: step {result.step}, loss {result.loss:.4f}, valid loss {result.valid_loss}, "
-        f"{result.tokens_per_sec:.0f} tokens/s")
+  print(result.summary())
 
 
 if __name__ == "__main__":

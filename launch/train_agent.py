@@ -32,7 +32,7 @@ def main(argv):
     result = bc.train_bc(_CONFIG.value, FLAGS.data, FLAGS.workdir, max_steps=FLAGS.max_steps)
   except (ValueError, FileNotFoundError, SchemaError) as e:
     raise app.UsageError(str(e)) from None
-  print(f"done: step {result.step}, loss {result.loss:.4f}, valid loss {result.valid_loss}")
+  print(result.summary())
 
 
 if __name__ == "__main__":

@@ -55,6 +55,15 @@ class TrainResult:
   valid_loss: float | None
   tokens_per_sec: float
   preempted: bool = False
+  steps_run: int = 0  # 0: the workdir was already at config.train.steps
+
+  def summary(self) -> str:
+    """The launchers' last line."""
+    if not self.steps_run:
+      return (f"nothing to train: the workdir is already at step {self.step} "
+              "(raise --config.train.steps to go on)")
+    return (f"done: step {self.step}, loss {self.loss:.4f}, valid loss {self.valid_loss}, "
+            f"{self.tokens_per_sec:.0f} tokens/s")
 
 
 def make_optimizer(cfg) -> tuple[optax.GradientTransformation, Callable]:
@@ -416,6 +425,6 @@ def train(cfg, workdir: str, *, max_steps: int | None = None, data_shards: int =
   trunc = trunc.as_dict()
   if any(trunc.values()):
     print(f"truncation (examples read in this run): {trunc}", flush=True)
-  return TrainResult(step=step if stop_at > start else start, loss=last["loss"],
-                     valid_loss=valid_loss,
-                     tokens_per_sec=tokens_per_sec, preempted=preempted)
+  end = step if stop_at > start else start
+  return TrainResult(step=end, loss=last["loss"], valid_loss=valid_loss,
+                     tokens_per_sec=tokens_per_sec, preempted=preempted, steps_run=end - start)

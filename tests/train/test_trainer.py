@@ -38,6 +38,10 @@ def test_loss_falls_and_metrics_are_written(tiny_corpus, tmp_path, objective):
   assert result.valid_loss is not None and np.isfinite(result.valid_loss)
   row = json.loads(open(tmp_path / "metrics.jsonl").readline())
   assert {"step", "loss", "tokens_per_sec", "learning_rate"} <= set(row)
+  assert result.steps_run == 30 and result.summary().startswith("done: step 30, loss ")
+  again = train(cfg, str(tmp_path))  # a finished workdir: nothing to run, and it says so
+  assert (again.step, again.steps_run) == (30, 0)
+  assert again.summary().startswith("nothing to train: the workdir is already at step 30")
 
 
 def test_kill_9_and_restart_gives_the_same_losses(tiny_corpus, tmp_path):
