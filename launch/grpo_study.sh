@@ -13,6 +13,12 @@
 #       the study's S models (needs bash launch/study.sh STUDY_DIR first).
 set -euo pipefail
 
+# paired DATA BEFORE AFTER OUT: launch.compare of two prediction files of the
+# same transitions.
+paired() {
+  python -m launch.compare --data="$1" --before="$2" --after="$3" --out="$4"
+}
+
 # grpo_compare INIT OUT DATA_DIR SPLITS STEPS PROMPTS LR EVAL_EVERY EVAL_N [FLAG...]
 # GRPO with G = 8 from INIT into OUT (extra FLAGs go to launch.grpo), then one
 # paired comparison of step 0 against the last step per comma-separated eval
@@ -30,10 +36,8 @@ grpo_compare() {
       --config.optim.lr="$lr" --config.train.steps="$steps" \
       --config.train.eval_every="$every" --config.train.eval_examples="$n" "$@"
   for split in "${split_names[@]}"; do
-    python -m launch.compare --data="$d/$split.jsonl" \
-        --before="$out/eval/$split.step0.predictions.jsonl" \
-        --after="$out/eval/$split.step$steps.predictions.jsonl" \
-        --out="$out/compare_$split.json"
+    paired "$d/$split.jsonl" "$out/eval/$split.step0.predictions.jsonl" \
+        "$out/eval/$split.step$steps.predictions.jsonl" "$out/compare_$split.json"
   done
 }
 
@@ -46,18 +50,15 @@ quickstart() {
       --config.train.steps=3000 --config.train.eval_every=1000 \
       --config.train.checkpoint_every=250
   # The quickstart holds no held-out environment: test transitions only.
-  # The MDLM gets half the prompts and eval transitions of the AR: its
-  # rollouts cost several times more on a CPU.
   local ar_steps=${AR_STEPS:-200} t
   grpo_compare "$out/run/ar" "$out/grpo_ar" "$d" test "$ar_steps" 8 2e-4 100 200
   # The same for 100 steps with KL weight 0.1 instead of 0.02: how much of
   # the loss of diversity a stronger pull to the start prevents.
   grpo_compare "$out/run/ar" "$out/grpo_ar_beta0.1" "$d" test 100 8 2e-4 100 200 \
       --config.grpo.beta=0.1
-  python -m launch.compare --data="$d/test.jsonl" \
-      --before="$out/grpo_ar/eval/test.step100.predictions.jsonl" \
-      --after="$out/grpo_ar_beta0.1/eval/test.step100.predictions.jsonl" \
-      --out="$out/grpo_ar_beta0.1/compare_vs_beta0.02_step100.json"
+  paired "$d/test.jsonl" "$out/grpo_ar/eval/test.step100.predictions.jsonl" \
+      "$out/grpo_ar_beta0.1/eval/test.step100.predictions.jsonl" \
+      "$out/grpo_ar_beta0.1/compare_vs_beta0.02_step100.json"
   # Control: does GRPO do more than a cooler sampling temperature would? The
   # supervised AR at T = 0.5 and 0.7 on the same transitions, paired with
   # GRPO's samples (which are drawn at T = 1).
@@ -65,10 +66,12 @@ quickstart() {
     python -m launch.evaluate --workdir="$out/run/ar" --data="$d/test.jsonl" --max_examples=200 \
         --num_samples=4 --temperature="$t" --max_rollouts=0 --max_steered=0 \
         --out="$out/grpo_ar/sft_T$t.json" --save_predictions="$out/grpo_ar/sft_T$t.predictions.jsonl"
-    python -m launch.compare --data="$d/test.jsonl" --before="$out/grpo_ar/sft_T$t.predictions.jsonl" \
-        --after="$out/grpo_ar/eval/test.step$ar_steps.predictions.jsonl" \
-        --out="$out/grpo_ar/compare_sft_T${t}_vs_grpo.json"
+    paired "$d/test.jsonl" "$out/grpo_ar/sft_T$t.predictions.jsonl" \
+        "$out/grpo_ar/eval/test.step$ar_steps.predictions.jsonl" \
+        "$out/grpo_ar/compare_sft_T${t}_vs_grpo.json"
   done
+  # The MDLM gets half the prompts and eval transitions of the AR: its
+  # rollouts cost several times more on a CPU.
   grpo_compare "$out/mdlm_3k" "$out/grpo_mdlm" "$d" test "${MDLM_STEPS:-50}" 4 2e-4 \
       "${MDLM_STEPS:-50}" 100
   # Again with 64 denoising steps for rollouts and evaluation instead of 16:
