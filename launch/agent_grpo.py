@@ -15,6 +15,8 @@ evaluations in OUT/eval/real.step<N>.json.
 from absl import app, flags
 from ml_collections import config_flags
 
+from mdlm_wm.utils import errors
+
 FLAGS = flags.FLAGS
 _CONFIG = config_flags.DEFINE_config_file("config", None, "Agent GRPO config file.",
                                           lock_config=True)
@@ -38,10 +40,8 @@ def main(argv):
   for key in ("agent", "world_model", "env", "env_backend"):
     if FLAGS[key].value is not None:
       cfg[key] = FLAGS[key].value
-  try:
+  with errors.reported():
     result = grpo.run(cfg, FLAGS.workdir, max_steps=FLAGS.max_steps)
-  except (ValueError, KeyError, FileNotFoundError) as e:
-    raise app.UsageError(str(e)) from None
   m = result.metrics
   print(f"done: step {result.step}, success rate {m.get('success_rate', float('nan')):.3f}, "
         f"reward {m.get('reward_mean', float('nan')):.3f}")

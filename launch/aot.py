@@ -18,6 +18,7 @@ from absl import app, flags
 from ml_collections import config_flags
 
 from mdlm_wm import aot
+from mdlm_wm.utils import errors
 
 FLAGS = flags.FLAGS
 _CONFIG = config_flags.DEFINE_config_file("config", None, "Experiment config file.")
@@ -42,14 +43,12 @@ def main(argv):
   if FLAGS.devices:
     jax.config.update("jax_num_cpu_devices", FLAGS.devices)
   mesh = [int(x) for x in FLAGS.mesh] if FLAGS.mesh else None
-  try:
+  with errors.reported():
     report = aot.analyze(_CONFIG.value, mesh, vocab_size=FLAGS.vocab_size,
                          topology=FLAGS.topology, num_devices=FLAGS.devices or 0,
                          mfu=FLAGS.mfu, peak_tflops=FLAGS.peak_tflops, hbm_gib=FLAGS.hbm_gib,
                          sampler=FLAGS.sampler,
                          sample_batch=FLAGS.sample_batch)
-  except ValueError as e:
-    raise app.UsageError(str(e)) from None
   print(aot.format_report(report))
   if FLAGS.out:
     with open(FLAGS.out, "w") as f:

@@ -35,6 +35,7 @@ from absl import app, flags
 
 from mdlm_wm.data import corpus, merge, real_corpus
 from mdlm_wm.envs import adapters, base
+from mdlm_wm.utils import errors
 
 FLAGS = flags.FLAGS
 flags.DEFINE_list("envs", ["all"], "Environments to run: built-ins ('all': every one) and/or "
@@ -91,11 +92,9 @@ def real_config_from_flags(envs) -> real_corpus.RealCorpusConfig:
 
 
 def _validated(make, envs):
-  try:
+  with errors.reported():
     cfg = make(envs)
     cfg.validate()
-  except ValueError as e:
-    raise app.UsageError(str(e)) from None
   return cfg
 
 

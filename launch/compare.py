@@ -14,6 +14,7 @@ from absl import app, flags
 
 from mdlm_wm.eval import compare
 from mdlm_wm.eval import evaluate as ev
+from mdlm_wm.utils import errors
 
 FLAGS = flags.FLAGS
 flags.DEFINE_string("data", None, "Trajectory JSONL the predictions are for.", required=True)
@@ -25,13 +26,14 @@ flags.DEFINE_string("out", None, "Also write the comparison as JSON here.")
 def main(argv):
   if len(argv) > 1:
     raise app.UsageError(f"unexpected arguments: {argv[1:]}")
-  _, examples = ev.load_examples(FLAGS.data, 0)
-  before = ev.read_prediction_map(FLAGS.before)
-  examples = [ex for ex in examples if ex.key in before]
-  if not examples:
-    raise app.UsageError(f"no transition of {FLAGS.data} appears in {FLAGS.before}")
-  result = compare.paired_comparison(examples, [before[ex.key] for ex in examples],
-                                     ev.read_predictions(FLAGS.after, examples))
+  with errors.reported():
+    _, examples = ev.load_examples(FLAGS.data, 0)
+    before = ev.read_prediction_map(FLAGS.before)
+    examples = [ex for ex in examples if ex.key in before]
+    if not examples:
+      raise ValueError(f"no transition of {FLAGS.data} appears in {FLAGS.before}")
+    after = ev.read_predictions(FLAGS.after, examples)
+  result = compare.paired_comparison(examples, [before[ex.key] for ex in examples], after)
   print(compare.markdown_table(result))
   if FLAGS.out:
     ev.write_report({"data": FLAGS.data, "before": FLAGS.before, "after": FLAGS.after,

@@ -17,8 +17,8 @@ import time
 
 from absl import app, flags
 
-from mdlm_wm.data import schema
 from mdlm_wm.eval import evaluate as ev
+from mdlm_wm.utils import errors
 
 FLAGS = flags.FLAGS
 flags.DEFINE_string("workdir", None, "A training workdir (MDLM or AR) to sample from.")
@@ -44,7 +44,7 @@ def main(argv):
   cfg = ev.EvalConfig(num_samples=FLAGS.num_samples, max_examples=FLAGS.max_examples,
                       seed=FLAGS.seed, max_rollouts=FLAGS.max_rollouts,
                       max_steered=FLAGS.max_steered)
-  try:
+  with errors.reported():
     if FLAGS.predictions:
       episodes, examples = ev.load_examples(FLAGS.data, 0, cfg.max_examples)
       predictions = ev.read_predictions(FLAGS.predictions, examples)
@@ -73,8 +73,6 @@ def main(argv):
                 "params": wm.num_params, "sample": {**wm.cfg.sample.to_dict(), **overrides},
                 # Includes compilation: a rough figure; launch.bench measures latency.
                 "seconds_per_transition": seconds}
-  except (schema.SchemaError, ValueError, FileNotFoundError) as e:
-    raise app.UsageError(str(e)) from None
   report = {"source": source, "data": os.path.abspath(FLAGS.data),
             "eval_config": dataclasses.asdict(cfg), **report}
   ev.write_report(report, FLAGS.out)

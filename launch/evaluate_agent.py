@@ -18,6 +18,8 @@ import os
 
 from absl import app, flags
 
+from mdlm_wm.utils import errors
+
 FLAGS = flags.FLAGS
 flags.DEFINE_string("agent", None, "Agent workdir, or expert / random.", required=True)
 flags.DEFINE_string("env", None, "Environment(s) to evaluate in.", required=True)
@@ -39,15 +41,13 @@ def main(argv):
   from mdlm_wm import agents
   from mdlm_wm.agents import evaluate as evaluate_lib
   from mdlm_wm.agents import tasks as tasks_lib
-  try:
+  with errors.reported():
     tasks = tasks_lib.task_list(FLAGS.env, FLAGS.tasks, FLAGS.episodes)
     if FLAGS.agent in ("expert", "random"):
       agent = (agents.ExpertAgent if FLAGS.agent == "expert" else agents.RandomAgent)(tasks)
     else:
       overrides = {} if FLAGS.temperature is None else {"temperature": FLAGS.temperature}
       agent = agents.load_agent(FLAGS.agent, **overrides)
-  except (ValueError, KeyError, FileNotFoundError) as e:
-    raise app.UsageError(str(e)) from None
   print(f"evaluating {FLAGS.agent} on {len(tasks)} tasks ({FLAGS.env}, split {FLAGS.tasks})",
         flush=True)
   report = evaluate_lib.evaluate(agent, tasks, max_steps=FLAGS.max_steps or None,

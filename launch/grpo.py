@@ -13,7 +13,7 @@ that `launch.evaluate --workdir=WORKDIR` reads.
 from absl import app, flags
 from ml_collections import config_flags
 
-from mdlm_wm.data.schema import SchemaError
+from mdlm_wm.utils import errors
 
 FLAGS = flags.FLAGS
 _CONFIG = config_flags.DEFINE_config_file("config", None, "GRPO config file.", lock_config=True)
@@ -31,10 +31,8 @@ def main(argv):
   if FLAGS.init:
     with cfg.unlocked():
       cfg.init = FLAGS.init
-  try:
+  with errors.reported():
     result = wm_grpo.run(cfg, FLAGS.workdir)
-  except (ValueError, FileNotFoundError, SchemaError) as e:
-    raise app.UsageError(str(e)) from None
   m = result.metrics
   print(f"done: step {result.step}, reward {m.get('reward_mean', float('nan')):.3f}, "
         f"pass rate {m.get('pass_rate', float('nan')):.3f}")

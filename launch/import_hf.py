@@ -28,6 +28,7 @@ from mdlm_wm import config as config_lib
 from mdlm_wm.data.tokenizer import Tokenizer
 from mdlm_wm.model import hf_import
 from mdlm_wm.train import trainer
+from mdlm_wm.utils import errors
 
 FLAGS = flags.FLAGS
 _CONFIG = config_flags.DEFINE_config_file(
@@ -47,11 +48,9 @@ def main(argv):
     raise app.UsageError(f"unexpected arguments: {argv[1:]}")
   cfg = _CONFIG.value if _CONFIG.value is not None else config_lib.base_config()
   cfg.objective = FLAGS.objective
-  try:
+  with errors.reported():
     r = hf_import.import_to_workdir(FLAGS.hf_dir, FLAGS.out, cfg,
                                     Tokenizer.load(FLAGS.tokenizer), FLAGS.embeddings)
-  except ValueError as e:
-    raise app.UsageError(str(e)) from None
   model_cfg = r["model"]
   print(f"imported {r['model_type']} from {r['hf_dir']}: {model_cfg.num_params():,} params, "
         f"vocab {model_cfg.vocab_size} ({r['embeddings']}: {r['rows_copied']} rows copied from "

@@ -15,6 +15,7 @@ from ml_collections import config_flags
 
 from mdlm_wm import config as config_lib
 from mdlm_wm import quickstart
+from mdlm_wm.utils import errors
 
 FLAGS = flags.FLAGS
 _CONFIG = config_flags.DEFINE_config_file(
@@ -26,10 +27,8 @@ flags.DEFINE_string("workdir", "/tmp/mdlm_wm_quickstart", "Where outputs go.")
 def main(argv):
   if len(argv) > 1:
     raise app.UsageError(f"unexpected arguments: {argv[1:]}")
-  try:
+  with errors.reported():
     config_lib.validate(_CONFIG.value)
-  except ValueError as e:
-    raise app.UsageError(str(e)) from None
   quickstart.run(_CONFIG.value, FLAGS.workdir)
 
 

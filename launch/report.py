@@ -13,6 +13,7 @@ import os
 from absl import app, flags
 
 from mdlm_wm.eval import report as report_lib
+from mdlm_wm.utils import errors
 
 FLAGS = flags.FLAGS
 flags.DEFINE_list("reports", None, "Report JSON files from launch.evaluate.", required=True)
@@ -27,9 +28,10 @@ def main(argv):
   if len(names) != len(FLAGS.reports):
     raise app.UsageError("--names needs one name per report")
   reports = []
-  for path in FLAGS.reports:
-    with open(path) as f:
-      reports.append(json.load(f))
+  with errors.reported():
+    for path in FLAGS.reports:
+      with open(path) as f:
+        reports.append(json.load(f))
   os.makedirs(FLAGS.out, exist_ok=True)
   table = report_lib.markdown_table(reports, names)
   plots = report_lib.plot_all(reports, names, FLAGS.out)

@@ -15,6 +15,7 @@ from absl import app, flags
 from mdlm_wm.data import schema
 from mdlm_wm.data.serialize import transitions
 from mdlm_wm.eval import evaluate as ev
+from mdlm_wm.utils import errors
 from mdlm_wm.utils.progress import Progress
 from mdlm_wm.world_model import WorldModel
 
@@ -34,17 +35,18 @@ flags.DEFINE_integer("seed", 0, "Sampling seed.")
 def main(argv):
   if len(argv) > 1:
     raise app.UsageError(f"unexpected arguments: {argv[1:]}")
-  wm = WorldModel.load(FLAGS.workdir)
   overrides = {k: v for k, v in (("steps", FLAGS.steps), ("temperature", FLAGS.temperature))
                if v is not None}
   items = []
-  for ep in schema.iter_episodes(FLAGS.data):
-    for k, tr in enumerate(transitions(ep, wm.cfg.data.history_len)):
-      items.append(ev.Example(ep, k, tr))
+  with errors.reported():
+    wm = WorldModel.load(FLAGS.workdir)
+    for ep in schema.iter_episodes(FLAGS.data):
+      for k, tr in enumerate(transitions(ep, wm.cfg.data.history_len)):
+        items.append(ev.Example(ep, k, tr))
+        if FLAGS.max_examples and len(items) >= FLAGS.max_examples:
+          break
       if FLAGS.max_examples and len(items) >= FLAGS.max_examples:
         break
-    if FLAGS.max_examples and len(items) >= FLAGS.max_examples:
-      break
   progress = Progress("sample", len(items), "transitions")
   t0 = time.perf_counter()
   predictions = []

@@ -14,6 +14,7 @@ from absl import app, flags, logging
 
 from mdlm_wm.serve.app import build_app
 from mdlm_wm.serve.config import ServeConfig
+from mdlm_wm.utils import errors
 from mdlm_wm.world_model import WorldModel
 
 API_KEY_ENV = "MDLM_WM_API_KEY"
@@ -49,8 +50,9 @@ def main(argv):
       max_actions=FLAGS.max_actions, max_history=FLAGS.max_history,
       max_sessions=FLAGS.max_sessions, session_ttl_s=FLAGS.session_ttl_s,
       api_key=FLAGS.api_key or os.environ.get(API_KEY_ENV, ""), model_name=FLAGS.model_name)
-  config.validate()
-  wm = WorldModel.load(FLAGS.workdir, step=FLAGS.checkpoint_step)
+  with errors.reported():
+    config.validate()
+    wm = WorldModel.load(FLAGS.workdir, step=FLAGS.checkpoint_step)
   logging.info("serving %s (%s, %d params) on http://%s:%d (auth: %s)", FLAGS.workdir,
                wm.objective, wm.num_params, FLAGS.host, FLAGS.port,
                "on" if config.api_key else "off")

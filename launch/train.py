@@ -16,6 +16,7 @@ from ml_collections import config_flags
 
 from mdlm_wm.train import distributed
 from mdlm_wm.train.trainer import train
+from mdlm_wm.utils import errors
 
 FLAGS = flags.FLAGS
 _CONFIG = config_flags.DEFINE_config_file("config", None, "Experiment config file.",
@@ -40,18 +41,14 @@ flags.DEFINE_integer("distributed_timeout", 300, "Seconds to wait for every proc
 def main(argv):
   if len(argv) > 1:
     raise app.UsageError(f"unexpected arguments: {argv[1:]}")
-  try:
+  with errors.reported():
     settings = distributed.resolve(FLAGS.coordinator_address, FLAGS.num_processes,
                                    FLAGS.process_id, FLAGS.distributed)
-  except ValueError as e:
-    raise app.UsageError(str(e)) from None
   if distributed.initialize(settings, FLAGS.distributed_timeout):
     print(distributed.describe(), flush=True)
-  try:
+  with errors.reported():
     result = train(_CONFIG.value, FLAGS.workdir, max_steps=FLAGS.max_steps,
                    data_shards=FLAGS.data_shards)
-  except ValueError as e:
-    raise app.UsageError(str(e)) from None
   print(result.summary())
 
 

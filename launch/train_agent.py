@@ -13,7 +13,7 @@ AGENT_DIR)` and `launch.evaluate_agent --agent=AGENT_DIR` read the result.
 from absl import app, flags
 from ml_collections import config_flags
 
-from mdlm_wm.data.schema import SchemaError
+from mdlm_wm.utils import errors
 
 FLAGS = flags.FLAGS
 _CONFIG = config_flags.DEFINE_config_file("config", None, "Agent config file.", lock_config=True)
@@ -28,10 +28,8 @@ def main(argv):
   if len(argv) > 1:
     raise app.UsageError(f"unexpected arguments: {argv[1:]}")
   from mdlm_wm.agents import bc  # pylint: disable=import-outside-toplevel
-  try:
+  with errors.reported():
     result = bc.train_bc(_CONFIG.value, FLAGS.data, FLAGS.workdir, max_steps=FLAGS.max_steps)
-  except (ValueError, FileNotFoundError, SchemaError) as e:
-    raise app.UsageError(str(e)) from None
   print(result.summary())
 
 
