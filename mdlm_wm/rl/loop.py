@@ -224,9 +224,11 @@ def run_loop(cfg, workdir: str, learner: Learner, *, tokenizer: Tokenizer, meta:
       progress.update(step, metrics)
       if step % cfg.train.eval_every == 0 or step == total:
         run_eval(step)
-      if ckpt.should_save(step) or preemption.requested or step == stop_at:
+      # reached(), not requested: under jax.distributed every process must stop at one step.
+      preempt = preemption.reached(step)
+      if ckpt.should_save(step) or preempt or step == stop_at:
         ckpt.save(step, learner.state, None, meta, force=True)
-      if preemption.requested:
+      if preempt:
         print(f"SIGTERM: saved a checkpoint at step {step}; exiting", flush=True)
         preempted = True
         break

@@ -2,6 +2,7 @@
 
 import json
 import os
+import signal
 
 import numpy as np
 import pytest
@@ -116,6 +117,23 @@ def test_grpo_resumes_where_it_stopped(tiny_models, tiny_corpus, tmp_path):
   result = wm_grpo.run(cfg, workdir)
   assert result.step == 3
   assert [r["step"] for r in read_metrics(workdir) if "reward_mean" in r] == [1, 2, 3]
+
+
+def test_sigterm_saves_the_step_in_progress_and_stops(tiny_models, tiny_corpus, tmp_path):
+  workdir = str(tmp_path / "grpo")
+  cfg = grpo_config(tiny_models["ar"], tiny_corpus,
+                    **{"data.eval": "", "train.steps": 3, "train.checkpoint_every": 100})
+
+  def reward(spec, step, prediction):  # the notice arrives during step 1's scoring
+    if not os.path.exists(os.path.join(workdir, "signalled")):
+      open(os.path.join(workdir, "signalled"), "w").close()
+      os.kill(os.getpid(), signal.SIGTERM)
+    return float(len(prediction) % 2)
+
+  result = wm_grpo.run(cfg, workdir, reward_fn=reward)
+  assert result.preempted and result.step == 1
+  assert sorted(os.listdir(os.path.join(workdir, "checkpoints"))) == ["1"]
+  assert wm_grpo.run(cfg, workdir, reward_fn=reward).step == 3
 
 
 def test_a_step_without_reward_spread_leaves_the_params_alone(tiny_models, tiny_corpus, tmp_path):
