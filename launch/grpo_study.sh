@@ -7,8 +7,8 @@
 # Usage:
 #   bash launch/grpo_study.sh quickstart [OUT_DIR]
 #       the quickstart's models (runs launch.quickstart into OUT_DIR/run
-#       first); the MDLM is the quickstart config trained 3000 steps, since
-#       the 450-step quickstart MDLM writes no state that passes.
+#       first); the MDLM is the quickstart config trained 3000 steps, then
+#       9000, since the 450-step quickstart MDLM writes no state that passes.
 #   bash launch/grpo_study.sh study [STUDY_DIR]
 #       the study's S models (needs bash launch/study.sh STUDY_DIR first).
 set -euo pipefail
@@ -39,6 +39,22 @@ grpo_compare() {
     paired "$d/$split.jsonl" "$out/eval/$split.step0.predictions.jsonl" \
         "$out/eval/$split.step$steps.predictions.jsonl" "$out/compare_$split.json"
   done
+}
+
+# extend SRC DST STEPS EVAL_EVERY CONFIG DATA_DIR [FLAG...]: DST continues SRC's
+# training to STEPS, SRC's checkpoints resumed on a STEPS-long cosine schedule
+# (so the learning rate rises again); SRC is left as it was.
+extend() {
+  local src=$1 dst=$2 steps=$3 every=$4 config=$5 d=$6
+  shift 6
+  if [ ! -d "$dst" ]; then
+    mkdir -p "$dst"
+    cp -r "$src/checkpoints" "$src/tokenizer.model" "$src/metrics.jsonl" "$dst/"
+  fi
+  python -m launch.train --config="$config" --workdir="$dst" \
+      --config.data.train="$d/train.jsonl" --config.data.valid="$d/valid.jsonl" \
+      --config.data.tokenizer="$d/tokenizer.model" --config.train.steps="$steps" \
+      --config.train.eval_every="$every" "$@"
 }
 
 quickstart() {
@@ -78,6 +94,14 @@ quickstart() {
   # the MDLM's states are far more coherent (env check 0.22 vs 0.12 at step 0).
   grpo_compare "$out/mdlm_3k" "$out/grpo_mdlm_s64" "$d" test "${MDLM_STEPS:-50}" 4 2e-4 \
       "${MDLM_STEPS:-50}" 100 --config.sample.steps=64
+  # Neither MDLM run above starts from a model that passes any test transition
+  # (0 of 400 samples), so there is nothing for GRPO to amplify: the 3000-step
+  # MDLM trains 6000 steps further, then GRPO at 64 denoising steps with twice
+  # the eval transitions, to resolve a small pass rate.
+  extend "$out/mdlm_3k" "$out/mdlm_9k" 9000 1500 configs/quickstart.py "$d" \
+      --config.objective=mdlm --config.train.checkpoint_every=250
+  grpo_compare "$out/mdlm_9k" "$out/grpo_mdlm9k_s64" "$d" test "${MDLM9K_STEPS:-60}" 4 2e-4 \
+      30 200 --config.sample.steps=64
   echo "GRPO from the quickstart done: reports in $out/grpo_*/eval/, paired changes in $out/grpo_*/compare_test.json"
 }
 
@@ -87,15 +111,7 @@ study() {
   # not even greedily, so GRPO would have nothing to amplify: its training
   # continues first to 3x the steps (its checkpoints resumed on a 2100-step
   # schedule).
-  if [ ! -d "$out/mdlm_s3x" ]; then
-    mkdir -p "$out/mdlm_s3x"
-    cp -r "$out/mdlm_s/checkpoints" "$out/mdlm_s/tokenizer.model" "$out/mdlm_s/metrics.jsonl" \
-        "$out/mdlm_s3x/"
-  fi
-  python -m launch.train --config=configs/study/mdlm_s.py --workdir="$out/mdlm_s3x" \
-      --config.data.train="$d/train.jsonl" --config.data.valid="$d/valid.jsonl" \
-      --config.data.tokenizer="$d/tokenizer.model" --config.train.steps=2100 \
-      --config.train.eval_every=350
+  extend "$out/mdlm_s" "$out/mdlm_s3x" 2100 350 configs/study/mdlm_s.py "$d"
   grpo_compare "$out/ar_s" "$out/grpo2_ar_s" "$d" test,heldout_env "${AR_STEPS:-80}" 8 3e-4 \
       "${AR_STEPS:-80}" 192
   grpo_compare "$out/mdlm_s3x" "$out/grpo2_mdlm_s3x" "$d" test,heldout_env "${MDLM_STEPS:-40}" \
