@@ -9,6 +9,7 @@ corpus. MFU is model FLOPs per second over a measured float32 matmul peak on
 this machine, not a vendor figure.
 """
 
+import importlib
 import json
 import resource
 import time
@@ -23,6 +24,7 @@ from mdlm_wm.ar import decode as ar_decode
 from mdlm_wm.diffusion import sampler as mdlm_sampler
 from mdlm_wm.model import sharding
 from mdlm_wm.train import trainer
+from mdlm_wm.utils import errors
 
 FLAGS = flags.FLAGS
 flags.DEFINE_list("configs", ["quickstart", "small"], "Config names under configs/.")
@@ -154,15 +156,27 @@ def bench_sampler(cfg) -> list[dict]:
   return rows
 
 
+def load_config(name: str):
+  """configs/NAME.py's config; a ValueError naming the flag when there is none."""
+  try:
+    module = importlib.import_module(f"configs.{name}")
+  except ModuleNotFoundError as e:
+    if e.name != f"configs.{name}":  # the config itself imports something missing
+      raise
+    raise ValueError(f"--configs: no config {name!r} (expected configs/{name}.py)") from None
+  return module.get_config()
+
+
 def main(argv):
   del argv
+  # Every name is checked before the minutes of measuring start.
+  with errors.reported():
+    configs = {name: load_config(name) for name in FLAGS.configs}
   peak = matmul_peak()
   print(f"device: {jax.devices()[0].device_kind} x{jax.device_count()} | measured float32 "
         f"matmul peak {peak / 1e9:.1f} GFLOP/s")
   results = {"matmul_peak_flops": peak, "device": jax.devices()[0].device_kind, "configs": {}}
-  for name in FLAGS.configs:
-    module = __import__(f"configs.{name}", fromlist=["get_config"])
-    cfg = module.get_config()
+  for name, cfg in configs.items():
     train_rows = [bench_train(cfg, peak, obj) for obj in ("mdlm", "ar")] if FLAGS.train_steps else []
     for r in train_rows:
       print(f"\n[{name}] train {r['objective']}: {r['params']:,} params, {r['step_ms']:.0f} "

@@ -22,3 +22,12 @@ def test_bench_runs_and_reports_every_figure(tmp_path):
   modes = {(r["model"], r["mode"]) for r in tiny["sampler"]}
   assert modes == {("mdlm", "full"), ("mdlm", "prefix-cache"), ("ar", "kv-cache")}
   assert all(r["next_states_per_sec"] > 0 for r in tiny["sampler"])
+
+
+def test_unknown_config_is_named_before_any_measuring():
+  res = subprocess.run([sys.executable, "-m", "launch.bench", "--configs=tiny,no_such_config"],
+                       capture_output=True, text=True, timeout=300)
+  assert res.returncode == 2, res.stderr[-2000:]
+  assert ("error: --configs: no config 'no_such_config' (expected configs/no_such_config.py)"
+          in res.stderr)
+  assert "matmul peak" not in res.stdout
