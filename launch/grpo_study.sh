@@ -98,7 +98,7 @@ quickstart() {
   # (0 of 400 samples), so there is nothing for GRPO to amplify: the 3000-step
   # MDLM trains 6000 steps further, then GRPO at 64 denoising steps with twice
   # the eval transitions, to resolve a small pass rate (evaluated before and
-  # after only: each evaluation of 800 samples costs ~8 minutes).
+  # after only: each evaluation of 800 samples costs 8-14 minutes on 2 CPU cores).
   extend "$out/mdlm_3k" "$out/mdlm_9k" 9000 1500 configs/quickstart.py "$d" \
       --config.objective=mdlm --config.train.checkpoint_every=250
   grpo_compare "$out/mdlm_9k" "$out/grpo_mdlm9k_s64" "$d" test "${MDLM9K_STEPS:-60}" 4 2e-4 \
