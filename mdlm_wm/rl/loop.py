@@ -172,8 +172,11 @@ def run_loop(cfg, workdir: str, learner: Learner, *, tokenizer: Tokenizer, meta:
   current params and returns (metrics, batch) with the batch prepared
   (`Learner.prepare`); every `time_*` metric counts towards `rate_key`
   (rollouts_per_step / seconds). `evaluate(step, params)` returns metrics
-  to log; it runs at step 0 of a fresh run, every train.eval_every steps and
-  at the end. One key per step, fold_in(seed, step), serves collection and
+  to log, its keys starting `eval/`; it runs at step 0 of a fresh run, every
+  train.eval_every steps and at the end, after that step's checkpoint is
+  saved, so a crash or preemption during a long evaluation loses no training:
+  the rerun restores the step and evaluates it if metrics.jsonl holds no
+  `eval/` row for it. One key per step, fold_in(seed, step), serves collection and
   every update, so a resumed run draws what the uninterrupted one would.
   `max_steps` stops after that many steps of this call.
   """
@@ -194,44 +197,52 @@ def run_loop(cfg, workdir: str, learner: Learner, *, tokenizer: Tokenizer, meta:
     if logged:
       writer.write(step, logged)
 
-  if start == 0:
-    run_eval(0)
   total = cfg.train.steps
+
+  def eval_due(step: int) -> bool:
+    return step % cfg.train.eval_every == 0 or step == total
+
   stop_at = min(total, start + max_steps) if max_steps is not None else total
   progress = StepProgress(total, start, keys=progress_keys)
   base_key = jax.random.key(cfg.seed)
   metrics: dict = {}
   preempted = False
   step = start
-  with trainer.Preemption() as preemption:
-    for step in range(start + 1, stop_at + 1):
-      key = jax.random.fold_in(base_key, step)
-      metrics, batch = collect(step, learner.state["params"], key)
-      if np.any(np.asarray(jax.device_get(batch["advantages"])) != 0):
-        metrics.update(learner.apply(batch, key, cfg.grpo.mu))
-        if not metrics.pop("finite"):
-          logging.warning("step %d: non-finite GRPO loss; the update was skipped", step)
-          metrics["skipped"] = 1.0
-      else:
-        # Every group had zero spread: the loss would carry only the KL term, and
-        # Adam's momentum would keep moving the policy without any reward signal.
-        metrics["no_signal"] = 1.0
-      metrics[rate_key] = rollouts_per_step / sum(v for k, v in metrics.items()
-                                                  if k.startswith("time_"))
-      metrics["learning_rate"] = float(learner.lr_schedule(step - 1))
-      if step % cfg.train.log_every == 0 or step == stop_at:
-        writer.write(step, metrics)
-      progress.update(step, metrics)
-      if step % cfg.train.eval_every == 0 or step == total:
-        run_eval(step)
-      # reached(), not requested: under jax.distributed every process must stop at one step.
-      preempt = preemption.reached(step)
-      if ckpt.should_save(step) or preempt or step == stop_at:
-        ckpt.save(step, learner.state, None, meta, force=True)
-      if preempt:
-        print(f"SIGTERM: saved a checkpoint at step {step}; exiting", flush=True)
-        preempted = True
-        break
-  ckpt.close()
-  writer.close()
+  # finally: an exception (an evaluation that crashes, say) still waits for the
+  # checkpoint in flight, so the rerun resumes from the last finished step.
+  try:
+    if eval_due(start) and not any(k.startswith("eval/") for k in writer.logged_keys(start)):
+      run_eval(start)
+    with trainer.Preemption() as preemption:
+      for step in range(start + 1, stop_at + 1):
+        key = jax.random.fold_in(base_key, step)
+        metrics, batch = collect(step, learner.state["params"], key)
+        if np.any(np.asarray(jax.device_get(batch["advantages"])) != 0):
+          metrics.update(learner.apply(batch, key, cfg.grpo.mu))
+          if not metrics.pop("finite"):
+            logging.warning("step %d: non-finite GRPO loss; the update was skipped", step)
+            metrics["skipped"] = 1.0
+        else:
+          # Every group had zero spread: the loss would carry only the KL term, and
+          # Adam's momentum would keep moving the policy without any reward signal.
+          metrics["no_signal"] = 1.0
+        metrics[rate_key] = rollouts_per_step / sum(v for k, v in metrics.items()
+                                                    if k.startswith("time_"))
+        metrics["learning_rate"] = float(learner.lr_schedule(step - 1))
+        if step % cfg.train.log_every == 0 or step == stop_at:
+          writer.write(step, metrics)
+        progress.update(step, metrics)
+        # reached(), not requested: under jax.distributed every process must stop at one step.
+        preempt = preemption.reached(step)
+        if ckpt.should_save(step) or preempt or step == stop_at or eval_due(step):
+          ckpt.save(step, learner.state, None, meta, force=True)
+        if preempt:  # a due evaluation runs on resume, not inside the grace period
+          print(f"SIGTERM: saved a checkpoint at step {step}; exiting", flush=True)
+          preempted = True
+          break
+        if eval_due(step):
+          run_eval(step)
+  finally:
+    ckpt.close()
+    writer.close()
   return LoopResult(step=step, metrics=metrics, preempted=preempted)

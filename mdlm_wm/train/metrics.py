@@ -43,6 +43,16 @@ class MetricsWriter:
       f.writelines(keep)
     os.replace(tmp, self.path)
 
+  def logged_keys(self, step: int) -> set[str]:
+    """Every key of the rows already written for `step`."""
+    keys: set[str] = set()
+    with open(self.path, encoding="utf-8") as f:
+      for line in f:
+        row = json.loads(line)
+        if row.get("step") == step:
+          keys.update(row)
+    return keys
+
   def write(self, step: int, metrics: dict) -> None:
     row = {"step": int(step)}
     for k, v in metrics.items():

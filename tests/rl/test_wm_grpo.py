@@ -136,6 +136,32 @@ def test_sigterm_saves_the_step_in_progress_and_stops(tiny_models, tiny_corpus, 
   assert wm_grpo.run(cfg, workdir, reward_fn=reward).step == 3
 
 
+def test_a_crash_during_an_evaluation_keeps_the_step_and_the_rerun_evaluates_it(
+    tiny_models, tiny_corpus, tmp_path, monkeypatch):
+  workdir = str(tmp_path / "grpo")
+  cfg = grpo_config(tiny_models["ar"], tiny_corpus,
+                    **{"train.eval_every": 2, "train.checkpoint_every": 100})
+  evaluate_splits = wm_grpo.evaluate_splits
+
+  def killed_at_step_2(wm, params, splits, cfg, step, workdir):
+    if step == 2:
+      raise KeyboardInterrupt("killed during the step-2 evaluation")
+    return evaluate_splits(wm, params, splits, cfg, step, workdir)
+
+  monkeypatch.setattr(wm_grpo, "evaluate_splits", killed_at_step_2)
+  with pytest.raises(KeyboardInterrupt):
+    wm_grpo.run(cfg, workdir)
+  assert "2" in os.listdir(os.path.join(workdir, "checkpoints"))  # saved before the evaluation
+  monkeypatch.setattr(wm_grpo, "evaluate_splits", evaluate_splits)
+  calls = []
+  result = wm_grpo.run(cfg, workdir, reward_fn=lambda *a: calls.append(1) or 0.0)
+  assert result.step == 2 and result.evals["test"]["step"] == 2
+  assert not calls  # no training step was redone
+  assert os.path.exists(os.path.join(workdir, "eval", "test.step2.json"))
+  assert [r["step"] for r in read_metrics(workdir) if "eval/test/pass" in r] == [0, 2]
+  assert wm_grpo.run(cfg, workdir).evals == {}  # evaluated once: a third run has nothing to do
+
+
 def test_a_step_without_reward_spread_leaves_the_params_alone(tiny_models, tiny_corpus, tmp_path):
   import jax
   workdir = str(tmp_path / "grpo")
