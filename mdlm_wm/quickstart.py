@@ -54,41 +54,53 @@ def train_models(cfg, workdir: str, data_dir: str) -> dict[str, str]:
 
 
 def eval_examples(cfg, data_dir: str):
-  """The first `examples_per_env` test transitions of each environment."""
+  """The first `examples_per_env` test transitions of each environment, as
+  (episode, step index, transition)."""
   per_env = collections.defaultdict(list)
   for ep in schema.iter_episodes(os.path.join(data_dir, "test.jsonl")):
     for k, tr in enumerate(transitions(ep, cfg.data.history_len)):
       if len(per_env[ep.env]) < cfg.eval.examples_per_env:
-        per_env[ep.env].append((ep, ep.steps[k], tr))
+        per_env[ep.env].append((ep, k, tr))
   return [x for env in sorted(per_env) for x in per_env[env]]
 
 
+def _cached_rows(path: str) -> list[dict] | None:
+  """The rows of an earlier run's predictions file; None when there is none or
+  it predates the `step`/`scores` fields (it is then written again)."""
+  if not os.path.exists(path):
+    return None
+  with open(path) as f:
+    rows = [json.loads(line) for line in f]
+  return rows if rows and all("step" in r and "scores" in r for r in rows) else None
+
+
 def predict_and_score(cfg, model_dir: str, examples, out_path: str) -> dict:
-  """Greedy next states for `examples`, scored; rows written to `out_path`."""
-  if os.path.exists(out_path):
-    with open(out_path) as f:
-      rows = [json.loads(line) for line in f]
-  else:
+  """Greedy next states for `examples`, scored; rows written to `out_path`
+  ({id, env, step, ...}: launch.compare and launch.evaluate --predictions read it)."""
+  rows = _cached_rows(out_path)
+  if rows is None:
     wm = WorldModel.load(model_dir)
     rows, t0 = [], time.perf_counter()
     bs = cfg.eval.batch_size
     for i in range(0, len(examples), bs):
       chunk = examples[i:i + bs]
       preds = wm.generate([tr for _, _, tr in chunk], num_samples=1, seed=i, temperature=0.0)
-      for (ep, step, _), (pred,) in zip(chunk, preds):
-        rows.append({"id": ep.id, "env": ep.env, "action": step.action,
+      for (ep, k, _), (pred,) in zip(chunk, preds):
+        step = ep.steps[k]
+        rows.append({"id": ep.id, "env": ep.env, "step": k, "action": step.action,
                      "reference": step.next_state, "prediction": pred,
-                     **score_prediction(ep.env, ep.spec, step, pred)})
+                     "scores": score_prediction(ep.env, ep.spec, step, pred)})
     print(f"[sample] {len(rows)} predictions in {time.perf_counter() - t0:.1f}s -> {out_path}")
     tmp = out_path + ".tmp"
     with open(tmp, "w") as f:
       f.writelines(json.dumps(r) + "\n" for r in rows)
     os.replace(tmp, out_path)
   return {"examples": len(rows),
-          "exact_match": float(np.mean([r["exact"] for r in rows])),
-          "checks_score": float(np.mean([r["checks"] for r in rows])),
-          "env_score": float(np.mean([r.get("env", r["checks"]) for r in rows])),
-          "pass_rate": float(np.mean([r["pass"] for r in rows]))}
+          "exact_match": float(np.mean([r["scores"]["exact"] for r in rows])),
+          "checks_score": float(np.mean([r["scores"]["checks"] for r in rows])),
+          "env_score": float(np.mean([r["scores"].get("env", r["scores"]["checks"])
+                                      for r in rows])),
+          "pass_rate": float(np.mean([r["scores"]["pass"] for r in rows]))}
 
 
 def final_losses(model_dir: str) -> dict:
@@ -144,4 +156,5 @@ def show_examples(workdir: str, n: int) -> None:
     print(f"\n--- {r['id']} | action: {r['action']}\nreference: {r['reference']}")
     for objective in OBJECTIVES:
       p = rows[objective][i]
-      print(f"{objective:>9}: {p['prediction']}  [pass {p['pass']:.0f}, env {p.get('env', 0):.2f}]")
+      sc = p["scores"]
+      print(f"{objective:>9}: {p['prediction']}  [pass {sc['pass']:.0f}, env {sc.get('env', 0):.2f}]")

@@ -6,6 +6,8 @@ import pytest
 
 from mdlm_wm import quickstart
 from mdlm_wm.data import schema
+from mdlm_wm.eval import compare
+from mdlm_wm.eval import evaluate as ev
 from mdlm_wm.world_model import Anchors, WorldModel
 from tests.conftest import tiny_config
 
@@ -75,6 +77,23 @@ def test_quickstart_runs_end_to_end_and_reuses_stages(tmp_path, capsys):
   printed = capsys.readouterr().out
   assert "| mdlm |" in printed and "| ar |" in printed and "reference:" in printed
   metrics = (tmp_path / "mdlm" / "metrics.jsonl").read_text()
+  # An older predictions file (no step, flat scores) is written again, not misread.
+  ar_path = tmp_path / "predictions_ar.jsonl"
+  rows = [json.loads(line) for line in ar_path.read_text().splitlines()]
+  ar_path.write_text("".join(json.dumps({**{k: v for k, v in r.items() if k not in ("step", "scores")},
+                                         **r["scores"]}) + "\n" for r in rows))
   quickstart.run(cfg, str(tmp_path))
-  assert "[data] reusing" in capsys.readouterr().out
+  printed = capsys.readouterr().out
+  assert "[data] reusing" in printed and "predictions_ar.jsonl" in printed
+  assert "predictions_mdlm.jsonl" not in printed  # its file was reused
   assert (tmp_path / "mdlm" / "metrics.jsonl").read_text() == metrics
+  # launch.compare pairs the two models' files transition by transition.
+  _, examples = ev.load_examples(str(tmp_path / "data" / "test.jsonl"), 0)
+  before = ev.read_prediction_map(str(ar_path))
+  examples = [ex for ex in examples if ex.key in before]
+  assert len(examples) == 5
+  by_key = {f"{r['id']}#{r['step']}": r for r in rows}
+  assert all(by_key[ex.key]["reference"] == ex.step.next_state for ex in examples)
+  after = ev.read_predictions(str(tmp_path / "predictions_mdlm.jsonl"), examples)
+  result = compare.paired_comparison(examples, [before[ex.key] for ex in examples], after)
+  assert result["pass"]["n"] == 5
