@@ -3,7 +3,8 @@ r"""Validates trajectory JSONL files and prints per-environment statistics.
   python -m launch.check_data FILE [FILE...] [--tokenizer=tokenizer.model]
 
 Exits 0 and prints counts when every file is valid; exits 1 and prints every
-problem (file:line: key: message, up to 20 per file) otherwise. Never writes.
+problem (file:line: key: message, up to 20 per file) otherwise; exits 2 when
+the --tokenizer cannot be loaded. Never writes.
 """
 
 import sys
@@ -12,6 +13,7 @@ from absl import app, flags
 
 from mdlm_wm.data import schema, stats as stats_lib
 from mdlm_wm.data.tokenizer import Tokenizer
+from mdlm_wm.utils import errors as errors_lib
 
 FLAGS = flags.FLAGS
 flags.DEFINE_string("tokenizer", None, "Optional SentencePiece model: adds token counts.")
@@ -36,7 +38,8 @@ def main(argv):
   paths = argv[1:]
   if not paths:
     raise app.UsageError("give one or more JSONL files")
-  tokenizer = Tokenizer.load(FLAGS.tokenizer) if FLAGS.tokenizer else None
+  with errors_lib.reported():
+    tokenizer = Tokenizer.load(FLAGS.tokenizer) if FLAGS.tokenizer else None
   totals, errors = check_files(paths, tokenizer)
   if errors:
     print("\n".join(errors), file=sys.stderr)

@@ -168,3 +168,7 @@ def test_check_data_cli_exit_codes(write_jsonl):
   fail = run(good, bad)
   assert fail.returncode == 1
   assert f"{bad}:1: steps[0].done: expected bool, got string" in fail.stderr
+  no_tokenizer = run(good, "--tokenizer=/nonexistent/tokenizer.model")
+  assert no_tokenizer.returncode == 2
+  assert no_tokenizer.stderr.startswith("error: ") and "/nonexistent/tokenizer.model" in no_tokenizer.stderr
+  assert "Traceback" not in no_tokenizer.stderr
