@@ -228,6 +228,9 @@ def grpo_base_config() -> ml_collections.ConfigDict:
   c.train.eval_every = 50
   c.train.eval_examples = 96  # per eval split; 0: all
   c.train.eval_samples = 4
+  # False: no step-0 evaluation (a sweep whose starting model one run already
+  # evaluated; launch.compare can pair that run's step-0 predictions).
+  c.train.eval_at_start = True
   c.train.checkpoint_every = 25
   c.train.keep_checkpoints = 2
   c.train.tensorboard = True
@@ -341,6 +344,7 @@ def agent_grpo_base_config() -> ml_collections.ConfigDict:
   c.train.eval_episodes = 0
   c.train.eval_split = "valid"
   c.train.eval_max_steps = 0
+  c.train.eval_at_start = True  # False: no step-0 evaluation
   c.train.checkpoint_every = 25
   c.train.keep_checkpoints = 2
   c.train.tensorboard = True

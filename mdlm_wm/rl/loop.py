@@ -172,12 +172,13 @@ def run_loop(cfg, workdir: str, learner: Learner, *, tokenizer: Tokenizer, meta:
   current params and returns (metrics, batch) with the batch prepared
   (`Learner.prepare`); every `time_*` metric counts towards `rate_key`
   (rollouts_per_step / seconds). `evaluate(step, params)` returns metrics
-  to log, its keys starting `eval/`; it runs at step 0 of a fresh run, every
-  train.eval_every steps and at the end, after that step's checkpoint is
-  saved, so a crash or preemption during a long evaluation loses no training:
-  the rerun restores the step and evaluates it if metrics.jsonl holds no
-  `eval/` row for it. One key per step, fold_in(seed, step), serves collection and
-  every update, so a resumed run draws what the uninterrupted one would.
+  to log, its keys starting `eval/`; it runs at step 0 of a fresh run (unless
+  train.eval_at_start is False), every train.eval_every steps and at the
+  end, after that step's checkpoint is saved, so a crash or preemption
+  during a long evaluation loses no training: the rerun restores the step
+  and evaluates it if metrics.jsonl holds no `eval/` row for it. One key per
+  step, fold_in(seed, step), serves collection and every update, so a
+  resumed run draws what the uninterrupted one would.
   `max_steps` stops after that many steps of this call.
   """
   ckpt = Checkpointer(os.path.join(workdir, trainer.CHECKPOINT_DIR), cfg.train.checkpoint_every,
@@ -211,7 +212,8 @@ def run_loop(cfg, workdir: str, learner: Learner, *, tokenizer: Tokenizer, meta:
   # finally: an exception (an evaluation that crashes, say) still waits for the
   # checkpoint in flight, so the rerun resumes from the last finished step.
   try:
-    if eval_due(start) and not any(k.startswith("eval/") for k in writer.logged_keys(start)):
+    if (eval_due(start) and (start or cfg.train.eval_at_start)
+        and not any(k.startswith("eval/") for k in writer.logged_keys(start))):
       run_eval(start)
     with trainer.Preemption() as preemption:
       for step in range(start + 1, stop_at + 1):

@@ -162,6 +162,14 @@ def test_a_crash_during_an_evaluation_keeps_the_step_and_the_rerun_evaluates_it(
   assert wm_grpo.run(cfg, workdir).evals == {}  # evaluated once: a third run has nothing to do
 
 
+def test_eval_at_start_false_skips_only_the_step_0_evaluation(tiny_models, tiny_corpus, tmp_path):
+  workdir = str(tmp_path / "grpo")
+  cfg = grpo_config(tiny_models["ar"], tiny_corpus, **{"train.eval_at_start": False})
+  assert wm_grpo.run(cfg, workdir).evals["test"]["step"] == 2
+  assert sorted(os.listdir(os.path.join(workdir, "eval"))) == [
+      "test.step2.json", "test.step2.predictions.jsonl"]
+
+
 def test_a_step_without_reward_spread_leaves_the_params_alone(tiny_models, tiny_corpus, tmp_path):
   import jax
   workdir = str(tmp_path / "grpo")
