@@ -196,7 +196,7 @@ def run(cfg: ml_collections.ConfigDict, workdir: str, *, max_steps: int | None =
     evals.update(step=step, **means)
     print(f"eval @ step {step}: " + evaluate_lib.format_report(report).splitlines()[0],
           flush=True)
-    return {f"eval/{k}": v for k, v in means.items()}
+    return means
 
   try:
     result = loop.run_loop(

@@ -160,6 +160,8 @@ class LoopResult:
 
 Collect = Callable[[int, Any, Any], tuple[dict, dict]]
 Evaluate = Callable[[int, Any], dict]
+# Evaluation metrics are logged under this prefix; a resumed run looks for it.
+EVAL_PREFIX = "eval/"
 
 
 def run_loop(cfg, workdir: str, learner: Learner, *, tokenizer: Tokenizer, meta: dict,
@@ -172,11 +174,11 @@ def run_loop(cfg, workdir: str, learner: Learner, *, tokenizer: Tokenizer, meta:
   current params and returns (metrics, batch) with the batch prepared
   (`Learner.prepare`); every `time_*` metric counts towards `rate_key`
   (rollouts_per_step / seconds). `evaluate(step, params)` returns metrics
-  to log, its keys starting `eval/`; it runs at step 0 of a fresh run (unless
+  to log (as `eval/<key>`); it runs at step 0 of a fresh run (unless
   train.eval_at_start is False), every train.eval_every steps and at the
   end, after that step's checkpoint is saved, so a crash or preemption
   during a long evaluation loses no training: the rerun restores the step
-  and evaluates it if metrics.jsonl holds no `eval/` row for it. One key per
+  and evaluates it if metrics.jsonl holds no `eval/` key for it. One key per
   step, fold_in(seed, step), serves collection and every update, so a
   resumed run draws what the uninterrupted one would.
   `max_steps` stops after that many steps of this call.
@@ -196,7 +198,7 @@ def run_loop(cfg, workdir: str, learner: Learner, *, tokenizer: Tokenizer, meta:
   def run_eval(step: int) -> None:
     logged = evaluate(step, learner.state["params"]) if evaluate is not None else {}
     if logged:
-      writer.write(step, logged)
+      writer.write(step, {f"{EVAL_PREFIX}{k}": v for k, v in logged.items()})
 
   total = cfg.train.steps
 
@@ -213,7 +215,7 @@ def run_loop(cfg, workdir: str, learner: Learner, *, tokenizer: Tokenizer, meta:
   # checkpoint in flight, so the rerun resumes from the last finished step.
   try:
     if (eval_due(start) and (start or cfg.train.eval_at_start)
-        and not any(k.startswith("eval/") for k in writer.logged_keys(start))):
+        and not any(k.startswith(EVAL_PREFIX) for k in writer.logged_keys(start))):
       run_eval(start)
     with trainer.Preemption() as preemption:
       for step in range(start + 1, stop_at + 1):

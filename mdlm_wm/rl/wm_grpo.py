@@ -157,7 +157,7 @@ def run(cfg: ml_collections.ConfigDict, workdir: str, *, max_steps: int | None =
     logged = {}
     for name, means in evaluate_splits(wm, params, eval_splits, cfg, step, workdir).items():
       evals[name] = {"step": step, **means}
-      logged.update({f"eval/{name}/{k}": v for k, v in means.items()})
+      logged.update({f"{name}/{k}": v for k, v in means.items()})
       print(f"eval {name} @ step {step}: " + " ".join(f"{k} {v:.3f}" for k, v in means.items()),
             flush=True)
     return logged
