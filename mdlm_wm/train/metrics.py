@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import os
 import sys
 import time
+from collections.abc import Callable, Iterator
 
 
 class MetricsWriter:
@@ -67,6 +69,39 @@ class MetricsWriter:
     self._f.close()
     if self._tb is not None:
       self._tb.close()
+
+
+class Throughput:
+  """Tokens per second of training over the window since the last `rate()`.
+
+  Tokens are added when their step is known to be finished (its metrics were
+  fetched), so a window never counts a step whose time it has not seen; time
+  spent inside `paused()` (evaluation) is left out of the window.
+  """
+
+  def __init__(self, clock: Callable[[], float] = time.perf_counter):
+    self._clock = clock
+    self._t0 = clock()
+    self._tokens = 0
+    self._paused = 0.0
+
+  def add(self, tokens: int) -> None:
+    self._tokens += tokens
+
+  @contextlib.contextmanager
+  def paused(self) -> Iterator[None]:
+    t = self._clock()
+    try:
+      yield
+    finally:
+      self._paused += self._clock() - t
+
+  def rate(self) -> float:
+    """The window's tokens/s; starts the next window."""
+    now = self._clock()
+    rate = self._tokens / max(now - self._t0 - self._paused, 1e-9)
+    self._t0, self._tokens, self._paused = now, 0, 0.0
+    return rate
 
 
 class StepProgress:

@@ -4,7 +4,7 @@ mesh -> the checkpoint's data layout -> tokenizer and data -> model and
 optimizer (sharded at creation) -> jitted step with in/out shardings and
 donated state -> restore if the workdir has a checkpoint -> loop (metrics
 fetched one step late so the host never waits on the device; checkpoints on
-an interval and on SIGTERM).
+an interval, at each evaluation step before it is evaluated, and on SIGTERM).
 
 The same function runs every process of a multi-host job (after
 jax.distributed.initialize, see train/distributed.py): each process reads its
@@ -42,7 +42,7 @@ from mdlm_wm.model import sharding
 from mdlm_wm.model.transformer import ModelConfig, Transformer
 from mdlm_wm.train import objectives
 from mdlm_wm.train.checkpoint import Checkpointer, init_params_from
-from mdlm_wm.train.metrics import MetricsWriter, StepProgress
+from mdlm_wm.train.metrics import MetricsWriter, StepProgress, Throughput
 
 TOKENIZER_FILE = "tokenizer.model"
 CHECKPOINT_DIR = "checkpoints"
@@ -220,6 +220,14 @@ class _NoMetrics:
     pass
 
 
+def _missing_valid_loss(writer, step: int, process_count: int) -> bool:
+  """Whether process 0's metrics.jsonl lacks `step`'s valid_loss, agreed by every process."""
+  missing = isinstance(writer, MetricsWriter) and "valid_loss" not in writer.logged_keys(step)
+  if process_count > 1:  # the evaluation is a collective: every process must take it
+    missing = bool(multihost_utils.broadcast_one_to_all(np.int32(missing)))
+  return missing
+
+
 def _data_shards(requested: int, saved_meta: dict | None, process_count: int) -> int:
   """How many data shards make a global batch (pipeline.make_sharded_dataset).
 
@@ -344,29 +352,35 @@ def train(cfg, workdir: str, *, max_steps: int | None = None, data_shards: int =
   writer = (MetricsWriter(workdir, resume_step=start if start else None,
                           tensorboard=cfg.train.tensorboard) if chief else _NoMetrics())
 
-  def evaluate() -> float | None:
-    if not valid_batches:
-      return None
-    losses = [float(eval_step(state["params"], _global_batch(b, batch_sh),
-                              jax.random.fold_in(eval_key, i))["loss"])
-              for i, b in enumerate(valid_batches)]
-    return float(np.mean(losses))
-
   # --- loop
   total = cfg.train.steps
   stop_at = min(total, start + max_steps) if max_steps is not None else total
   progress = StepProgress(total, start) if chief else _NoMetrics()
-  pending = None  # (step, device metrics): fetched one step late
-  last_log_time, tokens_since_log = time.perf_counter(), 0
+  throughput = Throughput()
+  pending = None  # (step, device metrics, tokens): fetched one step late
   last = {"loss": math.nan}
   valid_loss = None
   tokens_per_sec = 0.0
   preempted = False
 
+  def eval_due(step: int) -> bool:
+    return bool(valid_batches) and (step % cfg.train.eval_every == 0 or step == stop_at)
+
+  def run_eval(step: int) -> None:
+    nonlocal valid_loss
+    with throughput.paused():
+      valid_loss = float(np.mean([
+          float(eval_step(state["params"], _global_batch(b, batch_sh),
+                          jax.random.fold_in(eval_key, i))["loss"])
+          for i, b in enumerate(valid_batches)]))
+    writer.write(step, {"valid_loss": valid_loss})
+    progress.update(step, {"loss": last["loss"], "valid_loss": valid_loss}, force=True)
+
   def flush(p) -> None:
-    nonlocal last, last_log_time, tokens_since_log, tokens_per_sec
-    step, dev_metrics = p
+    nonlocal last, tokens_per_sec
+    step, dev_metrics, tokens = p
     m = {k: float(v) for k, v in jax.device_get(dev_metrics).items()}
+    throughput.add(tokens)
     if not m.pop("finite"):
       if cfg.train.nan_policy == "stop":
         ckpt.wait()  # the error names the last checkpoint: it must be on disk, not in flight
@@ -378,9 +392,7 @@ def train(cfg, workdir: str, *, max_steps: int | None = None, data_shards: int =
       m["skipped"] = 1.0
     last = m
     if step % cfg.train.log_every == 0 or step == stop_at:
-      now = time.perf_counter()
-      tokens_per_sec = tokens_since_log / max(now - last_log_time, 1e-9)
-      last_log_time, tokens_since_log = now, 0
+      tokens_per_sec = throughput.rate()
       m.update(tokens_per_sec=tokens_per_sec, learning_rate=float(lr_schedule(step - 1)))
       writer.write(step, m)
       progress.update(step, m)
@@ -388,32 +400,29 @@ def train(cfg, workdir: str, *, max_steps: int | None = None, data_shards: int =
   # finally: a crash (a non-finite loss included) still waits for the saves in flight, so the
   # checkpoint the error names is on disk.
   try:
+    if start and eval_due(start) and _missing_valid_loss(writer, start, pcount):
+      run_eval(start)  # the previous run saved this step and stopped during its evaluation
     with Preemption() as preemption:
       for step in range(start + 1, stop_at + 1):
         local = next(train_iter)
         batch = _global_batch(local, batch_sh)
         state, dev_metrics = train_step(state, batch, jax.random.fold_in(base_key, step))
-        tokens_since_log += _tokens_in(local) * pcount
         if pending is not None:
           flush(pending)
-        pending = (step, dev_metrics)
-        if step % cfg.train.eval_every == 0 or step == stop_at:
-          flush(pending)
-          pending = None
-          valid_loss = evaluate()
-          if valid_loss is not None:
-            writer.write(step, {"valid_loss": valid_loss})
-            progress.update(step, {"loss": last["loss"], "valid_loss": valid_loss}, force=True)
+        pending = (step, dev_metrics, _tokens_in(local) * pcount)
         preempt = preemption.reached(step)
-        if ckpt.should_save(step) or preempt or step == stop_at:
-          if pending is not None:
-            flush(pending)  # never checkpoint a state whose step has not been checked
-            pending = None
+        # An evaluation step is saved before it is evaluated: a crash in the evaluation
+        # loses no training, and the rerun evaluates the step it restores.
+        if ckpt.should_save(step) or preempt or step == stop_at or eval_due(step):
+          flush(pending)  # never checkpoint a state whose step has not been checked
+          pending = None
           ckpt.save(step, state, train_iter, meta, force=True)
-        if preempt:
+        if preempt:  # a due evaluation runs on resume, not inside the grace period
           print(f"SIGTERM: saved a checkpoint at step {step}; exiting", flush=True)
           preempted = True
           break
+        if eval_due(step):
+          run_eval(step)
     if pending is not None:
       flush(pending)
   finally:

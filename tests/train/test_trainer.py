@@ -8,8 +8,9 @@ import time
 import numpy as np
 import pytest
 
+from mdlm_wm.train import trainer
 from mdlm_wm.train.trainer import train
-from tests.conftest import tiny_config
+from tests.conftest import read_metrics, tiny_config
 
 
 def train_command(cfg, overrides, workdir):
@@ -91,6 +92,28 @@ def test_sigterm_saves_a_checkpoint_and_the_next_launch_resumes(tiny_corpus, tmp
   done = subprocess.run(cmd, capture_output=True, text=True)
   assert done.returncode == 0 and f"resumed from step {max(saved)}" in done.stdout
   assert sorted(losses(workdir)) == list(range(1, 61))
+
+
+def test_a_crash_during_an_evaluation_keeps_the_step_and_the_rerun_evaluates_it(
+    tiny_corpus, tmp_path, monkeypatch):
+  cfg = tiny_config(tiny_corpus, **{"train.steps": 4, "train.eval_every": 2,
+                                    "train.checkpoint_every": 100})
+
+  def broken_eval_step(graphdef, obj_cfg):
+    def fn(params, batch, rng):
+      raise RuntimeError("out of memory in the evaluation")
+    return fn
+
+  with monkeypatch.context() as m:
+    m.setattr(trainer, "make_eval_step", broken_eval_step)
+    with pytest.raises(RuntimeError, match="out of memory"):
+      train(cfg, str(tmp_path))
+  assert max(int(d) for d in os.listdir(tmp_path / "checkpoints") if d.isdigit()) == 2
+  assert sorted(losses(tmp_path)) == [1, 2]
+  result = train(cfg, str(tmp_path))
+  valid = [r["step"] for r in read_metrics(tmp_path) if "valid_loss" in r]
+  assert valid == [2, 4] and result.steps_run == 2
+  assert sorted(losses(tmp_path)) == [1, 2, 3, 4]
 
 
 def test_nonfinite_loss_stops_with_the_last_good_checkpoint(tiny_corpus, tmp_path):
