@@ -22,10 +22,13 @@ paired() {
 # grpo_compare INIT OUT DATA_DIR SPLITS STEPS PROMPTS LR EVAL_EVERY EVAL_N [FLAG...]
 # GRPO with G = 8 from INIT into OUT (extra FLAGs go to launch.grpo), then one
 # paired comparison of step 0 against the last step per comma-separated eval
-# split.
+# split. With BEFORE=DIR, step 0 is DIR's evaluation of the same INIT (a run
+# with the same eval settings) and OUT skips its own.
 grpo_compare() {
   local init=$1 out=$2 d=$3 splits=$4 steps=$5 prompts=$6 lr=$7 every=$8 n=$9
   shift 9
+  local before=${BEFORE:-$out}
+  if [ -n "${BEFORE:-}" ]; then set -- "$@" --config.train.eval_at_start=false; fi
   local split split_names evals=()
   IFS=, read -ra split_names <<< "$splits"
   for split in "${split_names[@]}"; do evals+=("$d/$split.jsonl"); done
@@ -36,7 +39,7 @@ grpo_compare() {
       --config.optim.lr="$lr" --config.train.steps="$steps" \
       --config.train.eval_every="$every" --config.train.eval_examples="$n" "$@"
   for split in "${split_names[@]}"; do
-    paired "$d/$split.jsonl" "$out/eval/$split.step0.predictions.jsonl" \
+    paired "$d/$split.jsonl" "$before/eval/$split.step0.predictions.jsonl" \
         "$out/eval/$split.step$steps.predictions.jsonl" "$out/compare_$split.json"
   done
 }
@@ -70,7 +73,7 @@ quickstart() {
   grpo_compare "$out/run/ar" "$out/grpo_ar" "$d" test "$ar_steps" 8 2e-4 100 200
   # The same for 100 steps with KL weight 0.1 instead of 0.02: how much of
   # the loss of diversity a stronger pull to the start prevents.
-  grpo_compare "$out/run/ar" "$out/grpo_ar_beta0.1" "$d" test 100 8 2e-4 100 200 \
+  BEFORE="$out/grpo_ar" grpo_compare "$out/run/ar" "$out/grpo_ar_beta0.1" "$d" test 100 8 2e-4 100 200 \
       --config.grpo.beta=0.1
   paired "$d/test.jsonl" "$out/grpo_ar/eval/test.step100.predictions.jsonl" \
       "$out/grpo_ar_beta0.1/eval/test.step100.predictions.jsonl" \
