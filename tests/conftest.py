@@ -1,8 +1,32 @@
-"""Shared fixtures: hand-made episodes in the SCHEMA shape."""
+"""Shared fixtures (hand-made episodes in the SCHEMA shape, a tiny corpus and
+models) and the session's XLA compilation cache."""
 
 import json
+import os
+import sys
 
 import pytest
+
+_JAX_CACHE_ENV = {"JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS": "0",
+                  "JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES": "0"}
+
+
+def pytest_configure(config):
+  """Points JAX's persistent compilation cache, in this process and in every
+  launcher a test starts, at pytest's cache directory: most of a tiny test is
+  compiling, and the tests (in process and in subprocesses) compile the same
+  tiny programs again and again. Without the cache plugin (-p
+  no:cacheprovider) the cache is off. `pytest --cache-clear` empties it."""
+  cache_plugin = getattr(config, "cache", None)
+  if cache_plugin is None or "JAX_COMPILATION_CACHE_DIR" in os.environ:
+    return
+  os.environ.update(_JAX_CACHE_ENV,
+                    JAX_COMPILATION_CACHE_DIR=str(cache_plugin.mkdir("jax_compilation_cache")))
+  if "jax" in sys.modules:  # jax reads the variables when it is imported
+    jax = sys.modules["jax"]
+    jax.config.update("jax_compilation_cache_dir", os.environ["JAX_COMPILATION_CACHE_DIR"])
+    jax.config.update("jax_persistent_cache_min_compile_time_secs", 0)
+    jax.config.update("jax_persistent_cache_min_entry_size_bytes", 0)
 
 
 def episode_dict(i: int = 0, n_steps: int = 2, env: str = "toy") -> dict:

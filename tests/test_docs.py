@@ -25,8 +25,8 @@ examples.<name>`, `launch/*.sh`) exists and that every relative link (and #ancho
 resolves.
 
 Compilations are cached across blocks (and across runs) in pytest's cache
-directory (JAX's persistent compilation cache; `pytest --cache-clear` empties
-it): the blocks are separate processes, and most of a tiny run is compiling.
+directory (JAX's persistent compilation cache, set up in conftest.py): the
+blocks are separate processes, and most of a tiny run is compiling.
 """
 
 from __future__ import annotations
@@ -304,20 +304,12 @@ def snippet_env(request, block: Block, wm: str, page: Page) -> dict[str, str]:
     for name, workdir in models.items():
       if not os.path.exists(os.path.join(wm, name)):
         os.symlink(workdir, os.path.join(wm, name))
-  # pytest's cache dir outlives the session (warm compiles); without the cache
-  # plugin (-p no:cacheprovider) a per-session directory does.
-  cache_plugin = getattr(request.config, "cache", None)
-  cache = (cache_plugin.mkdir("jax_compilation_cache") if cache_plugin else
-           request.getfixturevalue("tmp_path_factory").mktemp("jax_compilation_cache"))
-  env = dict(os.environ)
+  env = dict(os.environ)  # with conftest's JAX_COMPILATION_CACHE_DIR
   env.update({
       "WM": wm, "OUT": page.out, "PORT": str(page.port),
       # `python` in a block is this interpreter.
       "PATH": os.path.dirname(sys.executable) + os.pathsep + env.get("PATH", ""),
       "PYTHONPATH": REPO + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else ""),
-      "JAX_COMPILATION_CACHE_DIR": str(cache),
-      "JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS": "0",
-      "JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES": "0",
       "PYTHONUNBUFFERED": "1",
   })
   env.pop("MDLM_WM_API_KEY", None)
