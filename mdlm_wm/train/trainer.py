@@ -222,7 +222,7 @@ class _NoMetrics:
 
 def _missing_valid_loss(writer, step: int, process_count: int) -> bool:
   """Whether process 0's metrics.jsonl lacks `step`'s valid_loss, agreed by every process."""
-  missing = isinstance(writer, MetricsWriter) and "valid_loss" not in writer.logged_keys(step)
+  missing = jax.process_index() == 0 and "valid_loss" not in writer.logged_keys(step)
   if process_count > 1:  # the evaluation is a collective: every process must take it
     missing = bool(multihost_utils.broadcast_one_to_all(np.int32(missing)))
   return missing
