@@ -8,7 +8,8 @@
 #   bash launch/grpo_study.sh quickstart [OUT_DIR]
 #       the quickstart's models (runs launch.quickstart into OUT_DIR/run
 #       first); the MDLM is the quickstart config trained 3000 steps, then
-#       9000, since the 450-step quickstart MDLM writes no state that passes.
+#       9000 and 18000, since the 450-step quickstart MDLM writes no state
+#       that passes.
 #   bash launch/grpo_study.sh study [STUDY_DIR]
 #       the study's S models (needs bash launch/study.sh STUDY_DIR first).
 set -euo pipefail
@@ -106,6 +107,12 @@ quickstart() {
       --config.objective=mdlm --config.train.checkpoint_every=250
   grpo_compare "$out/mdlm_9k" "$out/grpo_mdlm9k_s64" "$d" test "${MDLM9K_STEPS:-60}" 4 2e-4 \
       "${MDLM9K_STEPS:-60}" 200 --config.sample.steps=64
+  # The 9000-step MDLM passes none of 800 samples either: 9000 steps more
+  # (its checkpoints resumed on an 18000-step schedule), then the same GRPO.
+  extend "$out/mdlm_9k" "$out/mdlm_18k" 18000 1500 configs/quickstart.py "$d" \
+      --config.objective=mdlm --config.train.checkpoint_every=250
+  grpo_compare "$out/mdlm_18k" "$out/grpo_mdlm18k_s64" "$d" test "${MDLM18K_STEPS:-40}" 4 2e-4 \
+      "${MDLM18K_STEPS:-40}" 200 --config.sample.steps=64
   echo "GRPO from the quickstart done: reports in $out/grpo_*/eval/, paired changes in $out/grpo_*/compare_test.json"
 }
 
