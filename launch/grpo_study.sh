@@ -28,8 +28,8 @@ paired() {
 grpo_compare() {
   local init=$1 out=$2 d=$3 splits=$4 steps=$5 prompts=$6 lr=$7 every=$8 n=$9
   shift 9
-  local before=${BEFORE:-$out}
-  if [ -n "${BEFORE:-}" ]; then set -- "$@" --config.train.eval_at_start=false; fi
+  local before=$out
+  if [ -n "${BEFORE:-}" ]; then before=$BEFORE; set -- "$@" --config.train.eval_at_start=false; fi
   local split split_names evals=()
   IFS=, read -ra split_names <<< "$splits"
   for split in "${split_names[@]}"; do evals+=("$d/$split.jsonl"); done

@@ -7,8 +7,10 @@ import sys
 
 import pytest
 
-_JAX_CACHE_ENV = {"JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS": "0",
-                  "JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES": "0"}
+# JAX options (each also read from its upper-cased environment variable):
+# cache every compilation, however quick or small.
+_JAX_CACHE_SETTINGS = {"jax_persistent_cache_min_compile_time_secs": 0,
+                       "jax_persistent_cache_min_entry_size_bytes": 0}
 
 
 def pytest_configure(config):
@@ -20,13 +22,12 @@ def pytest_configure(config):
   cache_plugin = getattr(config, "cache", None)
   if cache_plugin is None or "JAX_COMPILATION_CACHE_DIR" in os.environ:
     return
-  os.environ.update(_JAX_CACHE_ENV,
-                    JAX_COMPILATION_CACHE_DIR=str(cache_plugin.mkdir("jax_compilation_cache")))
-  if "jax" in sys.modules:  # jax reads the variables when it is imported
-    jax = sys.modules["jax"]
-    jax.config.update("jax_compilation_cache_dir", os.environ["JAX_COMPILATION_CACHE_DIR"])
-    jax.config.update("jax_persistent_cache_min_compile_time_secs", 0)
-    jax.config.update("jax_persistent_cache_min_entry_size_bytes", 0)
+  settings = {"jax_compilation_cache_dir": str(cache_plugin.mkdir("jax_compilation_cache")),
+              **_JAX_CACHE_SETTINGS}
+  os.environ.update({name.upper(): str(value) for name, value in settings.items()})
+  if "jax" in sys.modules:  # imported by a plugin: it has read the variables already
+    for name, value in settings.items():
+      sys.modules["jax"].config.update(name, value)
 
 
 def episode_dict(i: int = 0, n_steps: int = 2, env: str = "toy") -> dict:

@@ -220,10 +220,10 @@ class _NoMetrics:
     pass
 
 
-def _missing_valid_loss(writer, step: int, process_count: int) -> bool:
+def _missing_valid_loss(writer, step: int) -> bool:
   """Whether process 0's metrics.jsonl lacks `step`'s valid_loss, agreed by every process."""
   missing = jax.process_index() == 0 and "valid_loss" not in writer.logged_keys(step)
-  if process_count > 1:  # the evaluation is a collective: every process must take it
+  if jax.process_count() > 1:  # the evaluation is a collective: every process must take it
     missing = bool(multihost_utils.broadcast_one_to_all(np.int32(missing)))
   return missing
 
@@ -400,7 +400,7 @@ def train(cfg, workdir: str, *, max_steps: int | None = None, data_shards: int =
   # finally: a crash (a non-finite loss included) still waits for the saves in flight, so the
   # checkpoint the error names is on disk.
   try:
-    if start and eval_due(start) and _missing_valid_loss(writer, start, pcount):
+    if start and eval_due(start) and _missing_valid_loss(writer, start):
       run_eval(start)  # the previous run saved this step and stopped during its evaluation
     with Preemption() as preemption:
       for step in range(start + 1, stop_at + 1):
