@@ -2,7 +2,9 @@ r"""Evaluates a world model, or a file of predictions, on a trajectory file.
 
   python -m launch.evaluate --workdir=/tmp/mdlm_wm_quickstart/mdlm \
       --data=/tmp/mdlm_wm_quickstart/data/test.jsonl --out=/tmp/report.json \
-      [--num_samples=4] [--steps=32] [--max_examples=200] [--save_predictions=FILE]
+      [--num_samples=4] [--max_examples=200] [--save_predictions=FILE] \
+      [--steps=64] [--temperature=0.7] [--top_p=0.9] [--confidence=margin] \
+      [--block_size=8] [--cfg_scale=1.5]   (sampler flags; default: the model's config)
   python -m launch.evaluate --predictions=samples.jsonl --data=test.jsonl --out=report.json
 
 Writes a JSON report: fidelity, diversity, grounding (incl. trailing anchors),
@@ -17,6 +19,7 @@ import time
 
 from absl import app, flags
 
+from launch import sampler_flags
 from mdlm_wm.eval import evaluate as ev
 from mdlm_wm.utils import errors
 
@@ -26,8 +29,6 @@ flags.DEFINE_string("predictions", None, "Score this JSONL of predictions instea
 flags.DEFINE_string("data", None, "Trajectory JSONL(.gz) file.", required=True)
 flags.DEFINE_string("out", None, "Report JSON file.", required=True)
 flags.DEFINE_integer("num_samples", 4, "Samples per transition (G).")
-flags.DEFINE_integer("steps", None, "Denoising steps (MDLM); default: the model's config.")
-flags.DEFINE_float("temperature", None, "Sampling temperature; default: the model's config.")
 flags.DEFINE_integer("max_examples", 0, "Score at most this many transitions (0: all).")
 flags.DEFINE_integer("max_rollouts", 32, "Episodes replayed for rollout consistency.")
 flags.DEFINE_integer("max_steered", 64, "Steered transitions re-predicted without z.")
@@ -53,8 +54,8 @@ def main(argv):
     else:
       from mdlm_wm.world_model import WorldModel  # pylint: disable=import-outside-toplevel
       wm = WorldModel.load(FLAGS.workdir)
-      overrides = {k: v for k, v in (("steps", FLAGS.steps), ("temperature", FLAGS.temperature))
-                   if v is not None}
+      overrides = sampler_flags.overrides()
+      wm.decode_config(**overrides)  # a bad setting fails before any sampling
       predict = lambda trs, steers, g, seed: wm.generate(trs, num_samples=g, seed=seed,
                                                          steers=list(steers), **overrides)
       rollout = lambda spec, actions, seed: wm.rollout(spec, actions, num_samples=1, seed=seed,

@@ -2,7 +2,8 @@ r"""Samples next states for every transition of a trajectory file.
 
   python -m launch.sample --workdir=/tmp/mdlm_wm_quickstart/mdlm \
       --data=/tmp/mdlm_wm_quickstart/data/test.jsonl --num_samples=4 \
-      --out=/tmp/samples.jsonl [--steer="the stove is broken"] [--steps=32]
+      --out=/tmp/samples.jsonl [--steer="the stove is broken"] [--steps=32] \
+      [--temperature=0.7] [--block_size=8] [--confidence=margin]
 
 Writes one JSON line per input transition: its id, step index, action,
 reference next state and the list of sampled next states.
@@ -12,6 +13,7 @@ import time
 
 from absl import app, flags
 
+from launch import sampler_flags
 from mdlm_wm.data import schema
 from mdlm_wm.data.serialize import transitions
 from mdlm_wm.eval import evaluate as ev
@@ -25,8 +27,6 @@ flags.DEFINE_string("data", None, "Trajectory JSONL(.gz) file.", required=True)
 flags.DEFINE_string("out", None, "Output JSONL file.", required=True)
 flags.DEFINE_integer("num_samples", 4, "Samples per transition.")
 flags.DEFINE_string("steer", None, "Replaces every spec's steer ('' removes it).")
-flags.DEFINE_integer("steps", None, "Denoising steps (MDLM); default: the config's.")
-flags.DEFINE_float("temperature", None, "Sampling temperature; default: the config's.")
 flags.DEFINE_integer("max_examples", 0, "Stop after this many transitions (0: all).")
 flags.DEFINE_integer("batch_size", 16, "Transitions per sampler call.")
 flags.DEFINE_integer("seed", 0, "Sampling seed.")
@@ -35,11 +35,11 @@ flags.DEFINE_integer("seed", 0, "Sampling seed.")
 def main(argv):
   if len(argv) > 1:
     raise app.UsageError(f"unexpected arguments: {argv[1:]}")
-  overrides = {k: v for k, v in (("steps", FLAGS.steps), ("temperature", FLAGS.temperature))
-               if v is not None}
+  overrides = sampler_flags.overrides()
   items = []
   with errors.reported():
     wm = WorldModel.load(FLAGS.workdir)
+    wm.decode_config(**overrides)  # a bad setting fails before any sampling
     for ep in schema.iter_episodes(FLAGS.data):
       for k, tr in enumerate(transitions(ep, wm.cfg.data.history_len)):
         items.append(ev.Example(ep, k, tr))

@@ -10,6 +10,7 @@ uses.
 from __future__ import annotations
 
 import ml_collections
+from ml_collections import config_dict
 
 from mdlm_wm.data.pipeline import PipelineConfig
 from mdlm_wm.diffusion.schedule import SCHEDULES
@@ -218,6 +219,11 @@ def grpo_base_config() -> ml_collections.ConfigDict:
   c.sample = ml_collections.ConfigDict()  # rollout sampling (MDLM steps ignored by AR)
   c.sample.steps = 16
   c.sample.temperature = 1.0
+  # None: the world model's own `config.sample` value (MDLM only but top_p).
+  c.sample.top_p = config_dict.placeholder(float)
+  c.sample.confidence = config_dict.placeholder(str)
+  c.sample.block_size = config_dict.placeholder(int)
+  c.sample.cfg_scale = config_dict.placeholder(float)
 
   # min_lr_ratio 1: constant after warmup.
   c.optim = optim_config(lr=1e-4, warmup_steps=5, min_lr_ratio=1.0, weight_decay=0.0)
@@ -419,6 +425,12 @@ def objective_config(cfg, tokenizer) -> ObjectiveConfig:
                          special_ids=specials, schedule=cfg.diffusion.schedule,
                          joint_mask_rate=cfg.diffusion.joint_mask_rate,
                          steer_drop_rate=cfg.diffusion.steer_drop_rate)
+
+
+def sample_overrides(sample_cfg: ml_collections.ConfigDict) -> dict:
+  """A `sample` block's settings without the unset (None) ones, which keep
+  the world model's own value (WorldModel.decode_config applies the rest)."""
+  return {k: v for k, v in sample_cfg.to_dict().items() if v is not None}
 
 
 def split_paths(paths: str) -> list[str]:

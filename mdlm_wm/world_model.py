@@ -36,6 +36,10 @@ from mdlm_wm.train.checkpoint import Checkpointer
 # Context lengths are padded up to a multiple of this, so a stream of
 # requests compiles the sampler a handful of times, not once per length.
 CONTEXT_BUCKET = 64
+# The `cfg.sample` keys a call may override (MDLM; the AR decoder reads only
+# temperature and top_p).
+SAMPLE_SETTINGS = ("steps", "temperature", "top_p", "confidence", "block_size", "cfg_scale",
+                   "use_prefix_cache")
 
 
 class Samples(NamedTuple):
@@ -154,6 +158,28 @@ class WorldModel:
 
   # ------------------------------------------------------------------ generation
 
+  def decode_config(self, **sample_overrides
+                    ) -> mdlm_sampler.SamplerConfig | ar_decode.DecodeConfig:
+    """The model's `cfg.sample` with `sample_overrides` applied, validated
+    against this model's canvas (ValueError naming the bad setting). The AR
+    decoder takes only temperature and top_p; it ignores the MDLM settings."""
+    unknown = sorted(set(sample_overrides) - set(SAMPLE_SETTINGS))
+    if unknown:
+      raise ValueError(f"unknown sample settings {unknown}; known: {list(SAMPLE_SETTINGS)}")
+    s = {**self.cfg.sample.to_dict(), **sample_overrides}
+    if self.objective == "ar":
+      cfg = ar_decode.DecodeConfig(max_len=self.canvas_len, temperature=s["temperature"],
+                                   top_p=s["top_p"], eot_id=self.tokenizer.eot_id)
+      cfg.validate()
+    else:
+      cfg = mdlm_sampler.SamplerConfig(
+          steps=s["steps"], temperature=s["temperature"], top_p=s["top_p"],
+          confidence=s["confidence"], schedule=self.cfg.diffusion.schedule,
+          block_size=s["block_size"], cfg_scale=s["cfg_scale"],
+          use_prefix_cache=s["use_prefix_cache"])
+      cfg.validate(self.canvas_len)
+    return cfg
+
   def sample_tokens(self, transitions: Sequence[Transition], *, num_samples: int = 1,
                     seed: int | Sequence[int] = 0, steers: Sequence[str | None] | None = None,
                     anchors: Sequence[Anchors | None] | None = None, params=None,
@@ -170,18 +196,11 @@ class WorldModel:
     fixed = self.fixed_canvas(anchors)
     rng = _keys(seed, len(transitions))
     params = self.params if params is None else params
-    s = {**self.cfg.sample.to_dict(), **sample_overrides}
+    cfg = self.decode_config(**sample_overrides)
     if self.objective == "ar":
-      cfg = ar_decode.DecodeConfig(max_len=self.canvas_len, temperature=s["temperature"],
-                                   top_p=s["top_p"], eot_id=self.tokenizer.eot_id)
       tokens = ar_decode.decode(self.graphdef, params, context, valid, rng, cfg,
                                 num_samples=num_samples, fixed_BT=fixed)
     else:
-      cfg = mdlm_sampler.SamplerConfig(
-          steps=s["steps"], temperature=s["temperature"], top_p=s["top_p"],
-          confidence=s["confidence"], schedule=self.cfg.diffusion.schedule,
-          block_size=s["block_size"], cfg_scale=s["cfg_scale"],
-          use_prefix_cache=s["use_prefix_cache"])
       tokens = mdlm_sampler.sample(self.graphdef, params, context, valid, fixed, rng, cfg,
                                    num_samples=num_samples, mask_id=self.tokenizer.mask_id,
                                    uncond_valid_BC=uncond).tokens_BGT

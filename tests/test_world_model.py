@@ -57,14 +57,41 @@ def test_missing_checkpoint_is_a_clear_error(tmp_path):
   assert list(tmp_path.iterdir()) == []  # and it leaves nothing behind
 
 
+def test_decode_config_applies_overrides_and_names_a_bad_setting(tiny_models):
+  mdlm, ar = WorldModel.load(tiny_models["mdlm"]), WorldModel.load(tiny_models["ar"])
+  cfg = mdlm.decode_config(steps=16, block_size=8, confidence="margin")
+  assert (cfg.steps, cfg.block_size, cfg.confidence) == (16, 8, "margin")
+  assert cfg.temperature == mdlm.cfg.sample.temperature  # the rest from the model's config
+  with pytest.raises(ValueError, match=r"block_size \(48\) must divide the canvas length \(128\)"):
+    mdlm.decode_config(block_size=48)
+  with pytest.raises(ValueError, match=r"unknown sample settings \['temprature'\]"):
+    mdlm.decode_config(temprature=0.5)
+  # The AR decoder takes temperature and top_p and ignores the MDLM settings.
+  cfg = ar.decode_config(temperature=0.5, block_size=48)
+  assert (cfg.temperature, cfg.max_len) == (0.5, 128)
+  with pytest.raises(ValueError, match="top_p must be in"):
+    ar.decode_config(top_p=0.0)
+
+
+def _sample_cli(workdir, corpus, out, *flags):
+  return subprocess.run([sys.executable, "-m", "launch.sample", f"--workdir={workdir}",
+                         f"--data={corpus}/test.jsonl", f"--out={out}", "--num_samples=2",
+                         "--max_examples=5", *flags], capture_output=True, text=True)
+
+
 def test_sample_cli_writes_one_line_per_transition(tiny_models, tiny_corpus, tmp_path):
   out = tmp_path / "samples.jsonl"
-  res = subprocess.run([sys.executable, "-m", "launch.sample", f"--workdir={tiny_models['mdlm']}",
-                        f"--data={tiny_corpus}/test.jsonl", f"--out={out}", "--num_samples=2",
-                        "--max_examples=5", "--steps=4"], capture_output=True, text=True)
+  res = _sample_cli(tiny_models["mdlm"], tiny_corpus, out, "--steps=4", "--block_size=32",
+                    "--confidence=margin", "--temperature=0.5")
   assert res.returncode == 0, res.stderr[-2000:]
   rows = [json.loads(line) for line in open(out)]
   assert len(rows) == 5 and all(len(r["samples"]) == 2 and r["reference"] for r in rows)
+  # 6 steps do not split evenly over the 128 / 32 = 4 blocks: refused before any sampling.
+  bad = _sample_cli(tiny_models["mdlm"], tiny_corpus, tmp_path / "bad.jsonl", "--steps=6",
+                    "--block_size=32")
+  assert bad.returncode == 2 and "steps (6) must be a multiple of the number of blocks (4)" in \
+      bad.stderr, bad.stderr[-2000:]
+  assert not (tmp_path / "bad.jsonl").exists()
 
 
 def test_quickstart_runs_end_to_end_and_reuses_stages(tmp_path, capsys):

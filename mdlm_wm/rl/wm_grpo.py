@@ -88,7 +88,7 @@ def evaluate_splits(wm: WorldModel, params, splits: Mapping[str, Sequence[ev.Exa
   """
   eval_cfg = ev.EvalConfig(num_samples=cfg.train.eval_samples, seed=cfg.seed,
                            max_rollouts=0, max_steered=0)
-  overrides = cfg.sample.to_dict()
+  overrides = config_lib.sample_overrides(cfg.sample)
   predict = lambda trs, steers, g, seed: wm.texts(wm.sample_tokens(
       trs, num_samples=g, seed=seed, steers=list(steers), params=params, **overrides))
   out = {}
@@ -128,6 +128,10 @@ def run(cfg: ml_collections.ConfigDict, workdir: str, *, max_steps: int | None =
   g = cfg.grpo
   B, G = g.num_prompts, g.num_generations
   wm = WorldModel.load(cfg.init, mesh=mesh)
+  try:
+    wm.decode_config(**config_lib.sample_overrides(cfg.sample))
+  except ValueError as e:
+    raise ValueError(f"config.sample: {e}") from e
   tok = wm.tokenizer
   history_len = wm.cfg.data.history_len
   train_examples = _load_examples(cfg.data.train or wm.cfg.data.train, history_len)
@@ -186,7 +190,7 @@ def _grpo_step(step: int, cfg, wm: WorldModel, learner: loop.Learner, *, params,
   t0 = time.perf_counter()
   samples = wm.sample_tokens([ex.transition for ex in chosen], num_samples=G,
                              seed=cfg.seed * 1_000_003 + step, params=params,
-                             **cfg.sample.to_dict())
+                             **config_lib.sample_overrides(cfg.sample))
   texts = wm.texts(samples)
   t1 = time.perf_counter()
   items = [(f"{ex.key}/{j}", ex.episode.spec, ex.step, texts[b][j])

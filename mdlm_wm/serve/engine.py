@@ -24,7 +24,6 @@ from typing import Any
 
 from mdlm_wm.data.schema import Spec
 from mdlm_wm.data.serialize import Transition
-from mdlm_wm.diffusion import sampler as mdlm_sampler
 from mdlm_wm.serve.protocol import MAX_SEED, RequestError, Sampling
 from mdlm_wm.world_model import Anchors, WorldModel
 
@@ -69,7 +68,7 @@ class Engine:
                       f"{self.wm.objective}")
       else:
         try:
-          self._sampler_config(sampling.steps).validate(self.wm.canvas_len)
+          self.wm.decode_config(steps=sampling.steps)
         except ValueError as e:
           errors.append(f"steps: {e}")
     if fixed is not None:
@@ -79,12 +78,6 @@ class Engine:
         errors.append(f"fixed: {e}")
     if errors:
       raise RequestError(422, errors)
-
-  def _sampler_config(self, steps: int) -> mdlm_sampler.SamplerConfig:
-    s, cfg = self.wm.cfg.sample, self.wm.cfg
-    return mdlm_sampler.SamplerConfig(
-        steps=steps, temperature=s.temperature, top_p=s.top_p, confidence=s.confidence,
-        schedule=cfg.diffusion.schedule, block_size=s.block_size, cfg_scale=s.cfg_scale)
 
   # ------------------------------------------------------------------ batching
 

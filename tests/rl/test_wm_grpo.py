@@ -67,6 +67,19 @@ def grpo_config(init, corpus, **overrides):
   return apply_overrides(cfg, **overrides)
 
 
+def test_unset_sample_settings_keep_the_world_models_and_a_bad_one_stops_the_run(
+    tiny_models, tiny_corpus, tmp_path):
+  cfg = grpo_config(tiny_models["mdlm"], tiny_corpus)
+  assert config_lib.sample_overrides(cfg.sample) == {"steps": 4, "temperature": 1.0}
+  cfg.sample.block_size, cfg.sample.confidence = 48, "margin"
+  assert config_lib.sample_overrides(cfg.sample) == {
+      "steps": 4, "temperature": 1.0, "block_size": 48, "confidence": "margin"}
+  with pytest.raises(ValueError, match=r"config.sample: block_size \(48\) must divide the "
+                     r"canvas length \(128\)"):
+    wm_grpo.run(cfg, str(tmp_path / "grpo"))
+  assert not (tmp_path / "grpo").exists()
+
+
 class FlakyReward:
   """Raises on every 3rd call and returns NaN on every 5th; else a length score."""
 
