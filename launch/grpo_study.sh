@@ -45,6 +45,17 @@ grpo_compare() {
   done
 }
 
+# greedy WORKDIR OUT DATA_DIR [FLAG...]: one greedy (T = 0) sample for every
+# test transition; OUT.json and OUT.predictions.jsonl. FLAGs are sampler
+# flags of launch.evaluate.
+greedy() {
+  local wd=$1 o=$2 d=$3
+  shift 3
+  python -m launch.evaluate --workdir="$wd" --data="$d/test.jsonl" \
+      --num_samples=1 --temperature=0 --max_rollouts=0 --max_steered=0 "$@" \
+      --out="$o.json" --save_predictions="$o.predictions.jsonl"
+}
+
 # extend SRC DST STEPS EVAL_EVERY CONFIG DATA_DIR [FLAG...]: DST continues SRC's
 # training to STEPS, SRC's checkpoints resumed on a STEPS-long cosine schedule
 # (so the learning rate rises again); SRC is left as it was.
@@ -113,7 +124,24 @@ quickstart() {
       --config.objective=mdlm --config.train.checkpoint_every=250
   grpo_compare "$out/mdlm_18k" "$out/grpo_mdlm18k_s64" "$d" test "${MDLM18K_STEPS:-40}" 4 2e-4 \
       "${MDLM18K_STEPS:-40}" 200 --config.sample.steps=64
-  echo "GRPO from the quickstart done: reports in $out/grpo_*/eval/, paired changes in $out/grpo_*/compare_test.json"
+  # Sampled at T = 1 the MDLM never passes; decoded greedily in blocks of 8
+  # (128 steps: one token per step, left to right by block) it passes as
+  # often as the AR does greedily. GRPO with rollouts in those blocks (at
+  # T = 1), and greedy evaluations of one sample per transition before and
+  # after (the GRPO loop evaluates at its rollout temperature, which must be
+  # > 0, so launch.evaluate does these).
+  local b8=(--steps=128 --block_size=8)
+  python -m launch.grpo --config=configs/grpo_wm.py --init="$out/mdlm_18k" \
+      --workdir="$out/grpo_mdlm18k_b8" --config.data.train="$d/train.jsonl" \
+      --config.grpo.num_prompts=4 --config.grpo.num_generations=8 --config.optim.lr=2e-4 \
+      --config.train.steps="${MDLM18K_STEPS:-40}" --config.train.checkpoint_every=10 \
+      --config.sample.steps=128 --config.sample.block_size=8
+  greedy "$out/mdlm_18k" "$out/grpo_mdlm18k_b8/greedy_sft" "$d" "${b8[@]}"
+  greedy "$out/grpo_mdlm18k_b8" "$out/grpo_mdlm18k_b8/greedy_grpo" "$d" "${b8[@]}"
+  greedy "$out/run/ar" "$out/grpo_mdlm18k_b8/greedy_ar_sft" "$d"
+  paired "$d/test.jsonl" "$out/grpo_mdlm18k_b8/greedy_sft.predictions.jsonl" \
+      "$out/grpo_mdlm18k_b8/greedy_grpo.predictions.jsonl" "$out/grpo_mdlm18k_b8/compare_greedy.json"
+  echo "GRPO from the quickstart done: reports in $out/grpo_*/eval/, paired changes in $out/grpo_*/compare_*.json"
 }
 
 study() {
