@@ -224,6 +224,16 @@ def grpo_base_config() -> ml_collections.ConfigDict:
   c.sample.confidence = config_dict.placeholder(str)
   c.sample.block_size = config_dict.placeholder(int)
   c.sample.cfg_scale = config_dict.placeholder(float)
+  # The in-loop evaluation's sampler settings where they differ from the
+  # rollouts' (unset: as `sample`); e.g. temperature 0 with
+  # train.eval_samples 1 for a greedy evaluation.
+  c.eval_sample = ml_collections.ConfigDict()
+  c.eval_sample.steps = config_dict.placeholder(int)
+  c.eval_sample.temperature = config_dict.placeholder(float)
+  c.eval_sample.top_p = config_dict.placeholder(float)
+  c.eval_sample.confidence = config_dict.placeholder(str)
+  c.eval_sample.block_size = config_dict.placeholder(int)
+  c.eval_sample.cfg_scale = config_dict.placeholder(float)
 
   # min_lr_ratio 1: constant after warmup.
   c.optim = optim_config(lr=1e-4, warmup_steps=5, min_lr_ratio=1.0, weight_decay=0.0)

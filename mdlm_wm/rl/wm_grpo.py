@@ -77,6 +77,12 @@ def _read_report(path: str) -> dict | None:
     return None
 
 
+def eval_overrides(cfg) -> dict:
+  """The evaluation's sampler settings: the rollouts', then `eval_sample`'s."""
+  return {**config_lib.sample_overrides(cfg.sample),
+          **config_lib.sample_overrides(cfg.eval_sample)}
+
+
 def evaluate_splits(wm: WorldModel, params, splits: Mapping[str, Sequence[ev.Example]],
                     cfg, step: int, workdir: str) -> dict:
   """Scores the current params on each eval split with the eval suite's metrics;
@@ -88,7 +94,7 @@ def evaluate_splits(wm: WorldModel, params, splits: Mapping[str, Sequence[ev.Exa
   """
   eval_cfg = ev.EvalConfig(num_samples=cfg.train.eval_samples, seed=cfg.seed,
                            max_rollouts=0, max_steered=0)
-  overrides = config_lib.sample_overrides(cfg.sample)
+  overrides = eval_overrides(cfg)
   predict = lambda trs, steers, g, seed: wm.texts(wm.sample_tokens(
       trs, num_samples=g, seed=seed, steers=list(steers), params=params, **overrides))
   out = {}
@@ -128,10 +134,12 @@ def run(cfg: ml_collections.ConfigDict, workdir: str, *, max_steps: int | None =
   g = cfg.grpo
   B, G = g.num_prompts, g.num_generations
   wm = WorldModel.load(cfg.init, mesh=mesh)
-  try:
-    wm.decode_config(**config_lib.sample_overrides(cfg.sample))
-  except ValueError as e:
-    raise ValueError(f"config.sample: {e}") from e
+  for key, overrides in (("sample", config_lib.sample_overrides(cfg.sample)),
+                         ("eval_sample", eval_overrides(cfg))):
+    try:
+      wm.decode_config(**overrides)
+    except ValueError as e:
+      raise ValueError(f"config.{key}: {e}") from e
   tok = wm.tokenizer
   history_len = wm.cfg.data.history_len
   train_examples = _load_examples(cfg.data.train or wm.cfg.data.train, history_len)

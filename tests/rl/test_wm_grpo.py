@@ -183,6 +183,23 @@ def test_eval_at_start_false_skips_only_the_step_0_evaluation(tiny_models, tiny_
       "test.step2.json", "test.step2.predictions.jsonl"]
 
 
+def test_eval_sample_settings_apply_to_the_evaluation_only(tiny_models, tiny_corpus, tmp_path):
+  workdir = str(tmp_path / "grpo")
+  cfg = grpo_config(tiny_models["mdlm"], tiny_corpus, **{
+      "train.steps": 1, "eval_sample.temperature": 0.0, "eval_sample.block_size": 32})
+  rollouts = []
+  wm_grpo.run(cfg, workdir, reward_fn=lambda spec, step, text: rollouts.append(text) or 0.0)
+  assert len(set(rollouts)) > 1  # the rollouts are still sampled at T = 1
+  examples = wm_grpo._load_examples(f"{tiny_corpus}/test.jsonl", 1, 4)
+  for step in (0, 1):
+    samples = ev.read_predictions(
+        os.path.join(workdir, "eval", f"test.step{step}.predictions.jsonl"), examples)
+    assert all(a == b for a, b in samples)  # greedy: both samples alike
+  cfg.eval_sample.block_size = 48
+  with pytest.raises(ValueError, match=r"config.eval_sample: block_size \(48\)"):
+    wm_grpo.run(cfg, str(tmp_path / "bad"))
+
+
 def test_a_step_without_reward_spread_leaves_the_params_alone(tiny_models, tiny_corpus, tmp_path):
   import jax
   workdir = str(tmp_path / "grpo")
