@@ -185,6 +185,12 @@ MDLM_LOGPROBS = ("coupled", "one_step")
 REWARD_KEYS = ("state_check", "format", "bleu1", "rouge_l", "length")
 
 
+# The sampler settings a caller may override (WorldModel.decode_config), with
+# their types: GRPO's `sample` and `eval_sample` blocks leave them unset.
+SAMPLER_SETTINGS = {"steps": int, "temperature": float, "top_p": float, "confidence": str,
+                    "block_size": int, "cfg_scale": float}
+
+
 def grpo_base_config() -> ml_collections.ConfigDict:
   """World-model GRPO: the model, tokenizer and data layout come from the
   supervised checkpoint (`init`); this config holds what GRPO changes."""
@@ -220,20 +226,14 @@ def grpo_base_config() -> ml_collections.ConfigDict:
   c.sample.steps = 16
   c.sample.temperature = 1.0
   # None: the world model's own `config.sample` value (MDLM only but top_p).
-  c.sample.top_p = config_dict.placeholder(float)
-  c.sample.confidence = config_dict.placeholder(str)
-  c.sample.block_size = config_dict.placeholder(int)
-  c.sample.cfg_scale = config_dict.placeholder(float)
+  for name, kind in SAMPLER_SETTINGS.items():
+    if name not in c.sample:
+      c.sample[name] = config_dict.placeholder(kind)
   # The in-loop evaluation's sampler settings where they differ from the
   # rollouts' (unset: as `sample`); e.g. temperature 0 with
   # train.eval_samples 1 for a greedy evaluation.
-  c.eval_sample = ml_collections.ConfigDict()
-  c.eval_sample.steps = config_dict.placeholder(int)
-  c.eval_sample.temperature = config_dict.placeholder(float)
-  c.eval_sample.top_p = config_dict.placeholder(float)
-  c.eval_sample.confidence = config_dict.placeholder(str)
-  c.eval_sample.block_size = config_dict.placeholder(int)
-  c.eval_sample.cfg_scale = config_dict.placeholder(float)
+  c.eval_sample = ml_collections.ConfigDict(
+      {name: config_dict.placeholder(kind) for name, kind in SAMPLER_SETTINGS.items()})
 
   # min_lr_ratio 1: constant after warmup.
   c.optim = optim_config(lr=1e-4, warmup_steps=5, min_lr_ratio=1.0, weight_decay=0.0)

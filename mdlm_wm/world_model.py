@@ -38,8 +38,7 @@ from mdlm_wm.train.checkpoint import Checkpointer
 CONTEXT_BUCKET = 64
 # The `cfg.sample` keys a call may override (MDLM; the AR decoder reads only
 # temperature and top_p).
-SAMPLE_SETTINGS = ("steps", "temperature", "top_p", "confidence", "block_size", "cfg_scale",
-                   "use_prefix_cache")
+SAMPLE_SETTINGS = (*config_lib.SAMPLER_SETTINGS, "use_prefix_cache")
 
 
 class Samples(NamedTuple):
