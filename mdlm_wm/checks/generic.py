@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import re
 
+from mdlm_wm.checks.result import CheckResult
 from mdlm_wm.data.schema import Checks
 
 _SEP = r"[\s\"':=]{1,4}"
@@ -55,3 +56,15 @@ def check_score(checks: Checks, prediction: str) -> float:
   if not results:
     return 1.0
   return sum(results.values()) / len(results)
+
+
+def generic_result(checks: Checks, prediction: str) -> CheckResult:
+  """`check_results` split by `checks.revealed`: revealed fields and includes
+  are reported as revealed facts, everything else is determined."""
+  determined, revealed = {}, {}
+  for name, ok in check_results(checks, prediction).items():
+    kind, _, item = name.partition(":")
+    is_revealed = (checks.is_revealed_include(item) if kind == "include"
+                   else kind == "field" and checks.is_revealed_field(item))
+    (revealed if is_revealed else determined)[name] = ok
+  return CheckResult(determined, revealed, {})

@@ -43,9 +43,19 @@ class Checks:
   must_include: tuple[str, ...] = ()
   must_exclude: tuple[str, ...] = ()
   fields: Mapping[str, str] = dataclasses.field(default_factory=dict)
+  # Keys of `fields` and items of `must_include` that are new hidden
+  # information at this step (drawn by the simulator, not implied by the spec,
+  # s_t and a_t). Everything else is determined.
+  revealed: tuple[str, ...] = ()
 
   def is_empty(self) -> bool:
     return not (self.must_include or self.must_exclude or self.fields)
+
+  def is_revealed_field(self, key: str) -> bool:
+    return key in self.revealed and key in self.fields
+
+  def is_revealed_include(self, item: str) -> bool:
+    return item in self.revealed and item in self.must_include
 
 
 @dataclasses.dataclass(frozen=True)
@@ -170,7 +180,12 @@ def _parse_checks(obj, path, problems) -> Checks:
       fields[key] = "true" if value else "false"
     else:
       problems.add(f"{path}.fields.{key}", f"expected string or number, got {_json_type(value)}")
-  return Checks(must_include, must_exclude, fields)
+  revealed = _str_list(obj, "revealed", path, problems, required=False)
+  for i, name in enumerate(revealed):
+    if name not in fields and name not in must_include:
+      problems.add(f"{path}.revealed[{i}]",
+                   f"{name!r} names no key of fields and no item of must_include")
+  return Checks(must_include, must_exclude, fields, revealed)
 
 
 def _parse_step(obj, path, problems) -> Step | None:
@@ -230,6 +245,8 @@ def checks_to_dict(checks: Checks) -> dict:
     out["must_exclude"] = list(checks.must_exclude)
   if checks.fields:
     out["fields"] = dict(checks.fields)
+  if checks.revealed:
+    out["revealed"] = list(checks.revealed)
   return out
 
 

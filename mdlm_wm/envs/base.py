@@ -15,6 +15,8 @@ import random
 from collections.abc import Callable
 from typing import Any, ClassVar
 
+from mdlm_wm.checks.generic import generic_result
+from mdlm_wm.checks.result import CheckResult
 from mdlm_wm.data.schema import Checks, Episode, Spec, Step
 
 POLICIES = ("expert", "noisy", "random")
@@ -91,6 +93,26 @@ class Env(abc.ABC):
     state), plus internal consistency (e.g. a total that must equal the sum
     of listed items). The reference `step.next_state` scores 1.0.
     """
+
+  @classmethod
+  def check(cls, spec: Spec, step: Step, prediction: str) -> CheckResult:
+    """The structured check of a predicted next state: determined facts,
+    revealed facts and constraints on revealed content (checks/result.py).
+
+    Default: the generic `checks` split by `checks.revealed`. Environments
+    override it with their own parser-based checker (and then define
+    `state_check` as its `score`).
+    """
+    return generic_result(step.checks, prediction)
+
+  def fork_hidden(self, stream: str) -> None:
+    """From now on, draw every hidden fact not yet revealed from the random
+    stream `stream` instead of the world's own (the twin world: it keeps
+    everything revealed so far and re-draws the rest, envs/twin.py).
+
+    Environments that support twins draw hidden content lazily, at the
+    moment it is revealed, from a stream keyed by (seed, stream, what)."""
+    raise NotImplementedError(f"{self.name} has no twin world")
 
 
 _REGISTRY: dict[str, type[Env]] = {}
