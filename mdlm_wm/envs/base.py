@@ -153,6 +153,18 @@ def state_check_fn(name: str) -> Callable[[Spec, Step, str], float]:
   return _REGISTRY[name].state_check
 
 
+def check_fn(name: str) -> Callable[[Spec, Step, str], CheckResult]:
+  """The structured checker (`Env.check`) of environment `name` (built-in or
+  `family/task`), as `state_check_fn` finds the score callback."""
+  if "/" in name:
+    from mdlm_wm.envs import adapters
+    return adapters.env_class(name.split("/", 1)[0]).check
+  _import_builtins()
+  if name not in _REGISTRY:
+    raise KeyError(f"unknown environment {name!r}")
+  return _REGISTRY[name].check
+
+
 def _import_builtins() -> None:
   # Imported lazily so that `base` has no import cycle with the modules that
   # register themselves here.
