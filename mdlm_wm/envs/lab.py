@@ -31,6 +31,22 @@ The status line is the trailing anchor: contents, temperatures, state counts,
 the last thermometer reading, the task status and the clock depend on the
 whole hidden state and its history.
 
+Hidden and revealed. Everything but one fact is in view from the start: the
+status line lists every container's contents, and the melting and boiling
+points of the named substances are world constants, so every state of matter
+follows from temperatures the rules determine. The one hidden fact is the
+compound's melting point. It is drawn lazily: the world keeps only the range
+of melting points consistent with every state of the compound shown so far
+(and with the measuring task's answer once given), and draws a value from
+that range, from a stream keyed by (seed, hidden stream, range), whenever it
+is needed. A shown state narrows the range, so the same value comes back until
+new information is shown, and `fork_hidden` (the twin world) draws anew within
+the same range. A step whose compound state (or box answer) the range left
+open marks that container's field, the state counts that could differ (and
+`task`) as revealed; the checker then asks only that the invented state be
+consistent with the compound's range, the task's threshold and the state s_t
+shows.
+
 Steers: a broken stove (activating it does nothing, `stove: broken`; the
 expert uses the slower oven), a very cold room (room temperature 5C instead of
 20C, visible in every drifting temperature), a thermometer that reads 10
@@ -44,6 +60,7 @@ import dataclasses
 import random
 import re
 
+from mdlm_wm.checks.result import CheckResult, parse_status_line
 from mdlm_wm.data.schema import Checks, Spec, Step
 from mdlm_wm.envs.base import Env, StepResult, register
 
@@ -85,6 +102,14 @@ SUBSTANCES = {
     "brine": Substance(-2, 102), "syrup": Substance(-8, 105), "fudge": Substance(40, 300),
 }
 COMPOUND = "compound"
+# The compound's melting point lies in this inclusive range, never within
+# ANSWER_GAP of the measuring task's threshold (so the answer is clear-cut), and
+# it boils COMPOUND_BOIL_GAP above it.
+COMPOUND_MELT = (25, 299)
+ANSWER_GAP = 10
+COMPOUND_BOIL_GAP = 1000
+# The stream hidden facts are drawn from until `fork_hidden` switches it.
+WORLD_STREAM = "world"
 POWDERS = ("salt", "sugar")  # solids that still pour
 # product -> (ingredient a, ingredient b, ingredients that must be liquid)
 RECIPES = {"brine": ("salt", "water", ("water",)), "syrup": ("sugar", "water", ("water",)),
@@ -133,14 +158,15 @@ class _World:
   stove_rate: int
   offset: int
   stove_broken: bool
-  melts: dict[str, int]
-  boils: dict[str, int]
   items: tuple[str, ...]  # portable things, sorted
   containers: tuple[str, ...]  # sorted
   places: dict[str, str]  # item -> place or HAND
   contents: dict[str, list[str]]  # container -> substance kinds, in pouring order
   temps: dict[str, int]  # filled container -> temperature
   task: _Task
+  # Inclusive range of the compound's melting points consistent with all shown
+  # so far (None without a compound); the value itself is drawn lazily.
+  compound_melt: tuple[int, int] | None = None
   stove_on: bool = False
   oven_on: bool = False
   reading: int | None = None
@@ -165,6 +191,8 @@ class LabEnv(Env):
 
   def __init__(self):
     self._w: _World | None = None
+    self._seed = 0
+    self._stream = WORLD_STREAM
 
   # ------------------------------------------------------------------ reset
 
@@ -173,11 +201,16 @@ class LabEnv(Env):
     # The world comes from its own stream so a seed builds the same lab under every steer.
     rng = random.Random(f"{self.name}/{seed}")
     self._w = _build_world(rng, steer)
+    self._seed, self._stream = seed, WORLD_STREAM
+    self._show_compound()
     obs = self._render(f"You are in the {self._w.room}. A stove, an oven, a freezer and a "
                        "table are here.")
     spec = Spec(initial_state=obs, task=_task_text(self._w), tools=(),
                 rules=_rules(self._w, steer), steer=steer)
     return spec, obs
+
+  def fork_hidden(self, stream: str) -> None:
+    self._stream = stream
 
   # ------------------------------------------------------------------- step
 
@@ -186,9 +219,12 @@ class LabEnv(Env):
     mentioned = self._names()
     # Substances mixed away in this very step may still be named by its message.
     gone = list(w.consumed)
+    possible = self._possible_melts()
+    was_open = w.status == "open"
     try:
       message = self._apply(action)
     except _Fail as e:
+      # Nothing changed: the compound's state stays the one already shown.
       text = self._render(f"Error: {e}")
       return StepResult(text, 0.0, False, self._checks(mentioned, gone, valid=False), False,
                         {"error": str(e)})
@@ -200,11 +236,13 @@ class LabEnv(Env):
     if w.status == "done":
       notes.append("The task is complete.")
     text = self._render(" ".join([message] + notes))
+    checks = self._checks(mentioned, gone, valid=True,
+                          revealed=self._revealed(possible, was_open))
+    self._show_compound()
     done = w.status != "open"
     success = w.status == "done"
     info = {"success": success} if done else {}
-    return StepResult(text, float(success), done, self._checks(mentioned, gone, valid=True), True,
-                      info)
+    return StepResult(text, float(success), done, checks, True, info)
 
   def _apply(self, action: str) -> str:
     """Parses and performs one command; raises _Fail without touching the state."""
@@ -362,6 +400,7 @@ class LabEnv(Env):
     label = self._name(target) if what == "substance" else target
     if w.task.kind == "measure" and target in w.task.boxes:
       w.status = "done" if target == self._answer_box() else "failed"
+      self._show_answer()
       verdict = "correct" if w.status == "done" else "wrong; the task has failed"
       return f"You focus on the {target}: that answer is {verdict}."
     return f"You focus on the {label}."
@@ -410,7 +449,7 @@ class LabEnv(Env):
 
   def _answer_box(self) -> str:
     task = self._w.task
-    return task.boxes[0] if self._w.melts[task.target] > task.threshold else task.boxes[1]
+    return task.boxes[0] if self._melt(task.target) > task.threshold else task.boxes[1]
 
   def _answer_evident(self) -> bool:
     """The target melted, or stays solid above the threshold: its box is then known."""
@@ -437,11 +476,62 @@ class LabEnv(Env):
     return None
 
   def _state(self, kind: str) -> str:
+    melt = self._melt(kind)
+    boil = melt + COMPOUND_BOIL_GAP if kind == COMPOUND else SUBSTANCES[kind].boil
+    return _phase(melt, boil, self._w.temps[self._container_of(kind)])
+
+  # ------------------------------------------------------------ hidden facts
+
+  def _melt(self, kind: str) -> int:
+    if kind != COMPOUND:
+      return SUBSTANCES[kind].melt
     w = self._w
-    temp = w.temps[self._container_of(kind)]
-    if temp <= w.melts[kind]:
-      return "solid"
-    return "gas" if temp >= w.boils[kind] else "liquid"
+    low, high = w.compound_melt
+    # Keyed by the range: the same value until a shown state narrows it, and a
+    # fresh one in another hidden stream (the twin world).
+    rng = random.Random(f"{self.name}/{self._seed}/{self._stream}/compound-melt/{low}-{high}")
+    return rng.choice(_melt_candidates(w.compound_melt, w.task.threshold))
+
+  def _possible_melts(self) -> list[int]:
+    """The compound's melting points consistent with all shown so far ([] without one)."""
+    w = self._w
+    if w.compound_melt is None:
+      return []
+    return _melt_candidates(w.compound_melt, w.task.threshold)
+
+  def _show_compound(self) -> None:
+    """Narrows the compound's range by the state the last observation showed."""
+    w = self._w
+    container = self._container_of(COMPOUND)
+    if container is not None:
+      w.compound_melt = _narrow(w.compound_melt, self._state(COMPOUND), w.temps[container])
+
+  def _show_answer(self) -> None:
+    """Narrows the compound's range by the box answer just given."""
+    w = self._w
+    if w.task.target != COMPOUND:
+      return
+    low, high = w.compound_melt
+    if self._melt(COMPOUND) > w.task.threshold:
+      w.compound_melt = (max(low, w.task.threshold + 1), high)
+    else:
+      w.compound_melt = (low, min(high, w.task.threshold))
+
+  def _revealed(self, possible: list[int], was_open: bool) -> list[str]:
+    """Keys of the facts of this step's next state that the melting points
+    `possible` before it left open."""
+    w = self._w
+    out = []
+    container = self._container_of(COMPOUND)
+    if container is not None:
+      temp = w.temps[container]
+      states = {_phase(m, m + COMPOUND_BOIL_GAP, temp) for m in possible}
+      if len(states) > 1:
+        out += [container] + sorted(states)
+    answers = {m > w.task.threshold for m in possible}
+    if was_open and w.status != "open" and w.task.kind == "measure" and len(answers) > 1:
+      out.append("task")
+    return out
 
   def _name(self, kind: str) -> str:
     return WATER_NAMES[self._state(kind)] if kind == "water" else kind
@@ -516,11 +606,13 @@ class LabEnv(Env):
     anchor = " | ".join(f"{k}: {v}" for k, v in status.items())
     return f"{message}\n{line}\n[{anchor}]"
 
-  def _checks(self, mentioned: set[str], gone: list[str], valid: bool) -> Checks:
+  def _checks(self, mentioned: set[str], gone: list[str], valid: bool,
+              revealed: list[str] = ()) -> Checks:
     """Checks from the hidden state.
 
     `mentioned`: the names water had during the step (its message may use any);
-    `gone`: substances mixed away before the step, which no text may name.
+    `gone`: substances mixed away before the step, which no text may name;
+    `revealed`: keys of the fields drawn from hidden state at this step.
     """
     w = self._w
     placement, status = self._facts()
@@ -532,7 +624,7 @@ class LabEnv(Env):
       exclude += list(WATER_NAMES.values()) if kind == "water" else [kind]
     (include if not valid else exclude).append("Error")
     return Checks(must_include=tuple(include), must_exclude=tuple(sorted(set(exclude))),
-                  fields={**placement, **status})
+                  fields={**placement, **status}, revealed=tuple(revealed))
 
   # -------------------------------------------------------------- policies
 
@@ -652,10 +744,13 @@ class LabEnv(Env):
 
   # ---------------------------------------------------------------- check
 
-  @staticmethod
-  def state_check(spec: Spec, step: Step, prediction: str) -> float:
-    results = _check_results(step.checks, prediction if isinstance(prediction, str) else "")
-    return sum(results) / len(results)
+  @classmethod
+  def check(cls, spec: Spec, step: Step, prediction: str) -> CheckResult:
+    return _check(spec, step, prediction if isinstance(prediction, str) else "")
+
+  @classmethod
+  def state_check(cls, spec: Spec, step: Step, prediction: str) -> float:
+    return cls.check(spec, step, prediction).score
 
 
 def _strip_article(text: str | None) -> str:
@@ -670,6 +765,29 @@ def _change_verb(old: str, new: str) -> str:
   if STATES.index(new) > STATES.index(old):
     return "boils" if new == "gas" else "melts"
   return "freezes" if new == "solid" else "condenses"
+
+
+def _phase(melt: int, boil: int, temp: int) -> str:
+  if temp <= melt:
+    return "solid"
+  return "gas" if temp >= boil else "liquid"
+
+
+def _narrow(melt_range: tuple[int, int], state: str, temp: int) -> tuple[int, int]:
+  """The compound's melting-point range once it was seen in `state` at `temp`."""
+  low, high = melt_range
+  if state == "solid":
+    return max(low, temp), high
+  if state == "gas":
+    return low, min(high, temp - COMPOUND_BOIL_GAP)
+  return max(low, temp - COMPOUND_BOIL_GAP + 1), min(high, temp - 1)
+
+
+def _melt_candidates(melt_range: tuple[int, int], threshold: int | None) -> list[int]:
+  """Melting points in `melt_range` the measuring task's `threshold` allows."""
+  low, high = melt_range
+  return [m for m in range(low, high + 1)
+          if threshold is None or abs(m - threshold) >= ANSWER_GAP]
 
 
 def _recipe(a: str, b: str) -> tuple[str | None, tuple[str, ...]]:
@@ -701,9 +819,7 @@ _COMMANDS = (
 
 def _build_world(rng: random.Random, steer: str) -> _World:
   """Draws the task first, then a lab whose substances and placements fit it."""
-  melts = {k: s.melt for k, s in SUBSTANCES.items()}
-  boils = {k: s.boil for k, s in SUBSTANCES.items()}
-  task, required, frozen = _draw_task(rng, melts, boils)
+  task, required, frozen = _draw_task(rng)
   others = [k for k in STARTERS if k not in required]
   substances = list(required) + rng.sample(others, rng.randint(1, 2))
   n_containers = min(len(CONTAINERS), len(substances) + rng.randint(1, 2))
@@ -732,12 +848,11 @@ def _build_world(rng: random.Random, steer: str) -> _World:
       room=rng.choice(ROOMS), ambient=ambient,
       stove_rate=rng.choice((20, 25, 30)) * (2 if steer == STEER_FAST else 1),
       offset=OFFSET if steer == STEER_OFFSET else 0, stove_broken=steer == STEER_BROKEN,
-      melts=melts, boils=boils, items=tuple(items), containers=tuple(containers),
-      places=places, contents=contents, temps=temps, task=task)
+      items=tuple(items), containers=tuple(containers), places=places, contents=contents,
+      temps=temps, task=task, compound_melt=COMPOUND_MELT if COMPOUND in substances else None)
 
 
-def _draw_task(rng: random.Random, melts: dict[str, int],
-               boils: dict[str, int]) -> tuple[_Task, list[str], set[str]]:
+def _draw_task(rng: random.Random) -> tuple[_Task, list[str], set[str]]:
   """(task, substances it needs, those that start in the freezer).
 
   Every task starts unsolved whatever the steer: starting states of matter do
@@ -763,10 +878,9 @@ def _draw_task(rng: random.Random, melts: dict[str, int],
     return _Task("cool", target, rng.choice((-15, -10, -5))), [target], set()
   if kind == "measure":
     target = rng.choice(MELTABLE + (COMPOUND,) * 3)
-    if target == COMPOUND:
-      melts[COMPOUND] = rng.randrange(25, 300)
-      boils[COMPOUND] = melts[COMPOUND] + 1000
-    threshold = rng.choice([t for t in range(30, 301, 10) if abs(t - melts[target]) >= 10])
+    # The compound's melting point is drawn later, lazily, away from the threshold.
+    threshold = rng.choice([t for t in range(30, 301, 10) if target == COMPOUND
+                            or abs(t - SUBSTANCES[target].melt) >= ANSWER_GAP])
     boxes = tuple(f"{c} box" for c in rng.sample(COLORS, 2))
     return _Task("measure", target, threshold, boxes), [target], set()
   product = rng.choice(sorted(RECIPES))
@@ -822,23 +936,30 @@ def _rules(w: _World, steer: str) -> tuple[str, ...]:
 # ---------------------------------------------------------------- state check
 
 _ITEM = re.compile(r"^([a-z][a-z ]*?) \((solid|liquid|gas), (-?\d+)C\)$")
+_COMPOUND_TASK = re.compile(r"melting point of the compound is above (-?\d+)C")
+_KIND_OF_NAME = {name: "water" for name in WATER_NAMES.values()}
+CONSTRAINTS = ("known_kinds", "states_match_temperatures", "counts_match_listing",
+               "containers_placed_once", "one_temperature_per_container", "substances_unique")
 
 
-def _parse(prediction: str) -> tuple[dict[str, str], dict[str, str]]:
-  """(placement facts, status facts) of a predicted state; empty where unparsable."""
-  lines = [ln.strip() for ln in prediction.strip().splitlines()]
-  status, placement = {}, {}
-  if lines and lines[-1].startswith("[") and lines[-1].endswith("]"):
-    for part in lines[-1][1:-1].split(" | "):
-      key, sep, value = part.partition(": ")
-      if sep:
-        status[key.strip().lower()] = value.strip()
-    if len(lines) >= 2:
-      for part in lines[-2].split("; "):
-        key, sep, value = part.partition(": ")
-        if sep and key.strip().lower() in PLACE_KEYS.values():
-          placement[key.strip().lower()] = value.strip()
-  return placement, status
+def _parse(text: str) -> tuple[dict[str, str], dict[str, str] | None]:
+  """(placement facts, status facts) of a state, keys lower-case; the status is
+  None when the trailing status line is missing or malformed."""
+  status = parse_status_line(text)
+  if status is None:
+    return {}, None
+  lines = text.strip().splitlines()
+  placement = {}
+  for part in lines[-2].split("; ") if len(lines) >= 2 else ():
+    key, sep, value = part.partition(": ")
+    key = key.strip().lower()
+    if sep and key in PLACE_KEYS.values():
+      placement[key] = value.strip()
+  return placement, {k.lower(): v for k, v in status.items()}
+
+
+def _well_formed(status: dict[str, str] | None) -> bool:
+  return status is not None and all(k in status for k in STATUS_KEYS)
 
 
 def _contents(value: str) -> list[tuple[str, str, int]] | None:
@@ -854,34 +975,113 @@ def _contents(value: str) -> list[tuple[str, str, int]] | None:
   return out
 
 
-def _consistency(placement: dict[str, str], status: dict[str, str]) -> list[bool]:
-  """Internal facts the generic checker cannot see: counts, placements, naming."""
-  containers = {k: _contents(v) for k, v in status.items() if k not in STATUS_KEYS}
-  parsed_ok = all(v is not None for v in containers.values())
-  items = [(n, s, t) for v in containers.values() if v for n, s, t in v]
-  counts_ok = parsed_ok and all(
-      status.get(s) == str(sum(1 for _, st, _ in items if st == s)) for s in STATES)
-  listed = [i for v in placement.values() if v != "nothing" for i in v.split(", ")]
-  if status.get("holding", "nothing") != "nothing":
-    listed.append(status["holding"])
-  placed_ok = len(placement) == len(PLACE_KEYS) and bool(containers) and all(
-      listed.count(c) == 1 for c in containers)
-  temps_ok = parsed_ok and all(len({t for _, _, t in v}) <= 1 for v in containers.values() if v)
-  water_ok = parsed_ok and all(WATER_NAMES[s] == n for n, s, _ in items
-                               if n in WATER_NAMES.values())
-  names = [n for n, _, _ in items]
-  unique_ok = parsed_ok and len(names) == len(set(names))
-  has_keys = all(k in status for k in STATUS_KEYS)
-  # Without a parsed status line nothing is consistent (no vacuous passes on garbage).
-  return [has_keys] + [has_keys and ok for ok in (counts_ok, placed_ok, temps_ok, water_ok,
-                                                  unique_ok)]
+def _masked(value: str) -> list[tuple[str, str, int]] | None:
+  """Contents with the compound's (drawn) state left out."""
+  items = _contents(value)
+  if items is None:
+    return None
+  return [(n, "?" if n == COMPOUND else s, t) for n, s, t in items]
 
 
-def _check_results(checks: Checks, prediction: str) -> list[bool]:
+def _kind(name: str) -> str:
+  return _KIND_OF_NAME.get(name, name)
+
+
+def _check(spec: Spec, step: Step, prediction: str) -> CheckResult:
+  checks = step.checks
   placement, status = _parse(prediction)
-  facts = {**placement, **status}
+  facts = {**placement, **(status or {})}
+  determined = {"format": _well_formed(status)}
+  revealed = {}
+  for key, value in checks.fields.items():
+    mine = facts.get(key.lower(), "")
+    ok = mine.lower() == str(value).lower()
+    if not checks.is_revealed_field(key):
+      determined[f"field:{key}"] = ok
+      continue
+    revealed[f"field:{key}"] = ok
+    # The drawn part of a revealed field is the compound's state (or the box
+    # answer): what a container holds, how hot, and that the task ended are not.
+    if key == "task":
+      determined["task_finished"] = mine in ("done", "failed")
+    elif key not in STATUS_KEYS:
+      masked = _masked(mine)
+      determined[f"contents:{key}"] = masked is not None and masked == _masked(value)
   low = prediction.lower()
-  results = [facts.get(k.lower(), "").lower() == str(v).lower() for k, v in checks.fields.items()]
-  results += [s.lower() in low for s in checks.must_include]
-  results += [s.lower() not in low for s in checks.must_exclude]
-  return results + _consistency(placement, status)
+  for item in checks.must_include:
+    kind = revealed if checks.is_revealed_include(item) else determined
+    kind[f"include:{item}"] = item.lower() in low
+  for item in checks.must_exclude:
+    determined[f"exclude:{item}"] = item.lower() not in low
+  return CheckResult(determined, revealed, _constraints(spec, step.state, placement, status))
+
+
+def _constraints(spec: Spec, state: str, placement: dict[str, str],
+                 status: dict[str, str] | None) -> dict[str, bool]:
+  """Rules every predicted state obeys, invented content included: the world's
+  containers and substances, states of matter its physics allows at the listed
+  temperatures (the compound's consistent with its range, the task's threshold
+  and its state in s_t), counts that match the listing, each container in one
+  place, one temperature per container, each substance once."""
+  if not _well_formed(status):
+    # Without a status line nothing is consistent (no vacuous passes on garbage).
+    return dict.fromkeys(CONSTRAINTS, False)
+  containers = {k: _contents(v) for k, v in status.items() if k not in STATUS_KEYS}
+  parsed = bool(containers) and all(v is not None for v in containers.values())
+  items = [item for v in containers.values() if v for item in v] if parsed else []
+  world_containers, world_kinds = _world(spec)
+  melt_range, threshold = _compound_knowledge(spec, state)
+  listed = [i for v in placement.values() if v != "nothing" for i in v.split(", ")]
+  if status["holding"] != "nothing":
+    listed.append(status["holding"])
+  kinds = [_kind(n) for n, _, _ in items]
+  return {
+      "known_kinds": parsed and set(containers) <= world_containers
+                     and set(kinds) <= world_kinds,
+      "states_match_temperatures": parsed and all(_plausible(n, s, t, melt_range, threshold)
+                                                  for n, s, t in items),
+      "counts_match_listing": parsed and all(
+          status[s] == str(sum(1 for _, st, _ in items if st == s)) for s in STATES),
+      "containers_placed_once": len(placement) == len(PLACE_KEYS) and bool(containers)
+                                and all(listed.count(c) == 1 for c in containers),
+      "one_temperature_per_container": parsed and all(len({t for _, _, t in v}) <= 1
+                                                      for v in containers.values()),
+      "substances_unique": parsed and len(kinds) == len(set(kinds)),
+  }
+
+
+def _world(spec: Spec) -> tuple[set[str], set[str]]:
+  """(containers, substance kinds) of the world: those s0 lists, and the
+  products its recipes can make."""
+  _, status = _parse(spec.initial_state)
+  containers = {k: _contents(v) for k, v in (status or {}).items() if k not in STATUS_KEYS}
+  kinds = {_kind(n) for v in containers.values() if v for n, _, _ in v}
+  return set(containers), kinds | set(RECIPES)
+
+
+def _compound_knowledge(spec: Spec, state: str) -> tuple[tuple[int, int], int | None]:
+  """(the compound's melting-point range given its state in s_t, the
+  measuring task's threshold)."""
+  m = _COMPOUND_TASK.search(spec.task)
+  melt_range = COMPOUND_MELT
+  _, status = _parse(state)
+  for key, value in (status or {}).items():
+    if key in STATUS_KEYS:
+      continue
+    for name, st, temp in _contents(value) or ():
+      if name == COMPOUND:
+        melt_range = _narrow(melt_range, st, temp)
+  return melt_range, int(m.group(1)) if m else None
+
+
+def _plausible(name: str, state: str, temp: int, melt_range: tuple[int, int],
+               threshold: int | None) -> bool:
+  """Whether the world's physics allows `name` in `state` at `temp`."""
+  if name == COMPOUND:
+    return bool(_melt_candidates(_narrow(melt_range, state, temp), threshold))
+  kind = _kind(name)
+  if kind not in SUBSTANCES:
+    return True  # an unknown kind fails known_kinds
+  sub = SUBSTANCES[kind]
+  named = kind != "water" or WATER_NAMES[state] == name
+  return named and _phase(sub.melt, sub.boil, temp) == state

@@ -1,4 +1,5 @@
-"""Tests of the lab environment: determinism, expert, checks, errors and steers."""
+"""Tests of the lab environment: determinism, expert, checks, revealed facts and the
+twin world, errors and steers."""
 
 import copy
 import random
@@ -10,8 +11,9 @@ from mdlm_wm.checks import generic
 from mdlm_wm.data import schema
 from mdlm_wm.data.schema import Step
 from mdlm_wm.envs.base import run_episode
-from mdlm_wm.envs.lab import (STEER_BROKEN, STEER_COLD, STEER_FAST, STEER_OFFSET, LabEnv,
-                              _parse)
+from mdlm_wm.envs.lab import (COMPOUND, STEER_BROKEN, STEER_COLD, STEER_FAST, STEER_OFFSET,
+                              LabEnv, _parse)
+from mdlm_wm.envs.twin import twin_next_states
 
 
 def _status(text):
@@ -120,6 +122,7 @@ def test_reference_states_score_one_and_stay_short():
       assert text.endswith("]") and _status(text)["time"]
       assert generic.check_score(step.checks, text) == 1.0, (step.action, text)
       assert LabEnv.state_check(ep.spec, step, text) == 1.0, (step.action, text)
+      assert LabEnv.check(ep.spec, step, text).passed_all, (step.action, text)
 
 
 def _corruptions(text):
@@ -308,3 +311,153 @@ def test_water_is_named_by_its_state():
       break
   assert res.info["success"] and names[0] == "ice" and names[-1] == "steam" and "water" in names
   assert "ice" in res.checks.must_exclude and "steam" in res.checks.must_include
+
+
+# ------------------------------------------------------------ revealed facts and the twin world
+
+
+def _compound_episodes(n, policies=("expert", "noisy")):
+  """Episodes of the first `n` seeds whose task measures the compound (its
+  melting point is the lab's one hidden fact)."""
+  env = LabEnv()
+  seeds = []
+  for seed in range(400):
+    env.reset(seed)
+    seeds += [seed] if env._w.task.target == COMPOUND else []
+  assert len(seeds) >= n
+  return list(_episodes(seeds[:n], policies))
+
+
+def _revealed_steps(episodes):
+  return [(ep, step) for ep in episodes for step in ep.steps if step.checks.revealed]
+
+
+def _swap_compound_state(text, container):
+  """`text` with the compound in `container` in the other of solid/liquid, the
+  counts following: the other plausible draw of a revealed state."""
+  status = _status(text)
+  old = re.search(r"compound \((solid|liquid), ", status[container])[1]
+  new = {"solid": "liquid", "liquid": "solid"}[old]
+  line = text.splitlines()[-1]
+  swapped = line.replace(f"compound ({old}, ", f"compound ({new}, ")
+  swapped = swapped.replace(f"{old}: {status[old]} |", f"{old}: {int(status[old]) - 1} |")
+  swapped = swapped.replace(f"{new}: {status[new]} |", f"{new}: {int(status[new]) + 1} |")
+  return text[:len(text) - len(line)] + swapped
+
+
+def _state_reveal(episodes):
+  """(episode, step, container) of the first transition revealing the compound's state."""
+  for ep, step in _revealed_steps(episodes):
+    container = next((k for k in step.checks.revealed if k not in ("solid", "liquid", "gas",
+                                                                   "task")), None)
+    if container:
+      return ep, step, container
+  raise AssertionError("no revealed compound state")
+
+
+def test_only_the_compound_is_ever_revealed():
+  others = list(_episodes(range(20)))
+  assert not _revealed_steps([ep for ep in others if COMPOUND not in ep.spec.task])
+  revealed = _revealed_steps(_compound_episodes(4))
+  assert revealed
+  for _, step in revealed:
+    for key in step.checks.revealed:
+      assert key in ("solid", "liquid", "gas", "task") or COMPOUND in step.checks.fields[key]
+
+
+def test_a_revealed_state_is_determined_afterwards():
+  # Once the compound was seen in a state at a temperature, the same state at that
+  # temperature (a failed action keeps it) is no longer new information.
+  ep, step, container = _state_reveal(_compound_episodes(4))
+  env = LabEnv()
+  env.reset(ep.meta["seed"], steer=ep.spec.steer)
+  for s in ep.steps:
+    res = env.step(s.action)
+    if s is step:
+      break
+  again = env.step("dance")
+  assert not again.valid and not again.checks.revealed
+  assert again.checks.fields[container] == res.checks.fields[container]
+
+
+def test_the_compound_keeps_one_melting_point_throughout():
+  # The melting point is drawn lazily, but every state shown fits one value.
+  for ep in _compound_episodes(6, policies=("expert", "noisy", "random")):
+    threshold = int(re.search(r"above (\d+)C", ep.spec.task)[1])
+    shown = [m for step in ep.steps for m in re.findall(
+        r"compound \((solid|liquid|gas), (-?\d+)C\)", step.next_state)]
+    fits = [m for m in range(25, 300) if abs(m - threshold) >= 10 and all(
+        (int(t) <= m) == (st == "solid") for st, t in shown)]
+    assert fits, ep.id
+    if ep.meta["success"]:
+      answer_above = re.search(r"focus on the (\w+ box)", ep.spec.task)[1]
+      above = ep.steps[-1].action == f"focus on {answer_above}"
+      assert any((m > threshold) == above for m in fits), ep.id
+
+
+def test_a_wrong_revealed_fact_fails_only_pass_all():
+  ep, step, container = _state_reveal(_compound_episodes(4))
+  other = _swap_compound_state(step.next_state, container)
+  assert other != step.next_state
+  result = LabEnv.check(ep.spec, step, other)
+  assert result.passed and not result.passed_all
+  assert not result.revealed[f"field:{container}"] and not result.failures()
+  assert LabEnv.check(ep.spec, step, step.next_state).passed_all
+
+
+def test_a_wrong_determined_fact_fails_pass():
+  ep, step, container = _state_reveal(_compound_episodes(4))
+  hotter = re.sub(r"compound \((\w+), (-?\d+)C\)",
+                  lambda m: f"compound ({m[1]}, {int(m[2]) + 5}C)", step.next_state)
+  result = LabEnv.check(ep.spec, step, hotter)
+  assert not result.passed
+  assert f"determined:contents:{container}" in result.failures()
+  later = step.next_state.replace(f"time: {_status(step.next_state)['time']}]", "time: 99]")
+  assert LabEnv.check(ep.spec, step, later).failures() == ["determined:field:time"]
+
+
+def test_impossible_invented_content_violates_a_constraint():
+  ep, step, container = _state_reveal(_compound_episodes(4))
+  text = step.next_state
+  swapped = _swap_compound_state(text, container)
+  # The other state, but the (revealed) counts left as they were: they no longer
+  # match the listing.
+  uncounted = text.replace(_status(text)[container], _status(swapped)[container])
+  result = LabEnv.check(ep.spec, step, uncounted)
+  assert result.failures() == ["constraint:counts_match_listing"]
+  assert result.revealed_valid < 1.0
+  # The compound as a gas far below any boiling point it can have.
+  state = re.search(r"compound \((solid|liquid), ", text)[1]
+  gas = text.replace(f"compound ({state}, ", "compound (gas, ")
+  assert "constraint:states_match_temperatures" in LabEnv.check(ep.spec, step, gas).failures()
+  # A substance the world does not have.
+  alien = text.replace(f"{container}: compound (", f"{container}: mercury (")
+  assert "constraint:known_kinds" in LabEnv.check(ep.spec, step, alien).failures()
+
+
+def test_twin_world_passes_the_original_checks():
+  episodes = list(_episodes(range(12))) + _compound_episodes(6)
+  passed = total = 0
+  for ep in episodes:
+    for step, twin in zip(ep.steps, twin_next_states(ep)):
+      passed += LabEnv.check(ep.spec, step, twin).passed
+      total += 1
+  assert passed / total >= 0.99, passed / total
+
+
+def test_fork_hidden_redraws_unrevealed_facts():
+  differs = 0
+  for ep in _compound_episodes(6):
+    for step, twin in zip(ep.steps, twin_next_states(ep)):
+      if twin != step.next_state:
+        assert step.checks.revealed, (step.action, twin)
+        differs += 1
+  assert differs
+  # The world's own stream gives back the world itself.
+  env = LabEnv()
+  env.reset(_seed_where(lambda e: e._w.task.target == COMPOUND))
+  fork = copy.deepcopy(env)
+  fork.fork_hidden("world")
+  for _ in range(12):
+    action = env.expert_action()
+    assert fork.step(action) == env.step(action)
