@@ -517,7 +517,7 @@ class LabEnv(Env):
     else:
       w.compound_melt = (low, min(high, w.task.threshold))
 
-  def _revealed(self, possible: list[int], was_open: bool) -> list[str]:
+  def _revealed(self, possible: list[int], was_open: bool) -> tuple[str, ...]:
     """Keys of the facts of this step's next state that the melting points
     `possible` before it left open."""
     w = self._w
@@ -531,7 +531,7 @@ class LabEnv(Env):
     answers = {m > w.task.threshold for m in possible}
     if was_open and w.status != "open" and w.task.kind == "measure" and len(answers) > 1:
       out.append("task")
-    return out
+    return tuple(out)
 
   def _name(self, kind: str) -> str:
     return WATER_NAMES[self._state(kind)] if kind == "water" else kind
@@ -607,7 +607,7 @@ class LabEnv(Env):
     return f"{message}\n{line}\n[{anchor}]"
 
   def _checks(self, mentioned: set[str], gone: list[str], valid: bool,
-              revealed: list[str] = ()) -> Checks:
+              revealed: tuple[str, ...] = ()) -> Checks:
     """Checks from the hidden state.
 
     `mentioned`: the names water had during the step (its message may use any);
@@ -624,7 +624,7 @@ class LabEnv(Env):
       exclude += list(WATER_NAMES.values()) if kind == "water" else [kind]
     (include if not valid else exclude).append("Error")
     return Checks(must_include=tuple(include), must_exclude=tuple(sorted(set(exclude))),
-                  fields={**placement, **status}, revealed=tuple(revealed))
+                  fields={**placement, **status}, revealed=revealed)
 
   # -------------------------------------------------------------- policies
 
