@@ -53,6 +53,14 @@ at the start), `open` the opened receptacles; heat / cool / clean tasks add
 needed state, inside a receptacle of the target type, out of the number
 needed). A command the engine does not admit gets its "Nothing happens.",
 `valid=False`, and that message in `checks.must_include`.
+
+Revealed facts (adapters.base): the object ids an observation shows for the
+first time (what a receptacle holds, seen on arrival or on opening it), and
+a location the agent has not been at whose receptacles are more than the one
+`go to` names (which others stand there is hidden). A newly seen location
+lists the receptacle gone to and only receptacles of the room (all named in
+the first state); listed objects are `a <kind> <n>` with ALFRED's object
+kinds, distinct, and not the object held.
 """
 
 from __future__ import annotations
@@ -64,7 +72,7 @@ import os
 import random
 import re
 import sys
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -76,8 +84,10 @@ from alfworld.gen import goal_library
 from alfworld.info import ALFRED_PDDL_PATH, ALFRED_TWL2_PATH
 from textworld.envs import PddlEnv
 
-from mdlm_wm.data.schema import Checks, Spec
-from mdlm_wm.envs.adapters.base import RealEnv, check_split, render_state, seed_ranges
+from mdlm_wm.checks.result import parse_status_line
+from mdlm_wm.data.schema import Spec, Step
+from mdlm_wm.envs.adapters.base import (RealEnv, check_split, list_items, mentions, render_state,
+                                        same_value, seed_ranges)
 from mdlm_wm.envs.base import StepResult
 
 TASK_TYPES = ("look_at_obj_in_light", "pick_and_place_simple", "pick_clean_then_place_in_recep",
@@ -119,6 +129,10 @@ _RULES = (
     "agent is, what it holds, the open receptacles, and the task's object states and progress.",
 )
 _BOGUS = ("unicorn 1", "garage 1", "spaceship 1")
+# ALFRED's kinds as ALFWorld's demangler names them (`ButterKnife` -> `butterknife 1`).
+_KINDS = frozenset(t.lower() for t in C.OBJECTS)
+_LISTED = re.compile(r"you see (.+?)\.(?:\s|$)")
+_ITEM = re.compile(r"(?:a|an) ([a-z]+) (\d+)")
 
 
 def _pddl_id(text: str) -> str:
@@ -398,6 +412,7 @@ class AlfworldEnv(RealEnv):
       self._state = self._engine.reset()
     self._plan = None
     first = render_state(self._state["feedback"], self._facts())
+    self.start_record(first)
     spec = Spec(initial_state=first, task=self._params["goal"], tools=(), rules=_RULES,
                 steer=steer)
     return spec, first
@@ -412,7 +427,7 @@ class AlfworldEnv(RealEnv):
       # A valid detour changed the world: the expert replans when next asked.
       self._plan = None
     facts = self._facts()
-    checks = Checks(must_include=() if valid else (NOTHING,), must_exclude=(), fields=facts)
+    checks = self.step_checks(command, self._state["feedback"], facts, () if valid else (NOTHING,))
     won = bool(self._state["won"])
     return StepResult(render_state(self._state["feedback"], facts), float(score), bool(done),
                       checks, valid, {"success": won})
@@ -442,6 +457,36 @@ class AlfworldEnv(RealEnv):
     need = 2 if self.task == "pick_two_obj_and_place" else 1
     out["placed"] = f"{min(len(placed), need)}/{need}"
     return out
+
+  def names(self) -> list[str]:
+    facts = self._state["facts"]
+    return _names(facts, "objecttype") + _names(facts, "receptacletype")
+
+  @classmethod
+  def location_constraints(cls, spec: Spec, step: Step, body: str,
+                           location: str) -> dict[str, bool]:
+    """A location first arrived at: not s_t's, it lists the receptacle `go to`
+    names, and every receptacle it lists is one the first state named."""
+    here = (parse_status_line(step.state) or {}).get("location")
+    listed = [r.strip() for r in location.split(",") if r.strip()]
+    target = step.action.strip().removeprefix("go to ")
+    return {"location:new": bool(listed) and not same_value(here, location),
+            "location:target": target in listed,
+            "location:receptacles": bool(listed) and all(mentions(spec.initial_state, r)
+                                                         for r in listed)}
+
+  @classmethod
+  def listing_constraints(cls, spec: Spec, step: Step, body: str,
+                          status: Mapping[str, str]) -> dict[str, bool]:
+    """Listed objects are `a <kind> <n>` of ALFRED's kinds, listed once, and
+    not the object the prediction says is held."""
+    items = [item for m in _LISTED.finditer(body) if m.group(1) != "nothing"
+             for item in list_items(m.group(1))]
+    ids = [m.group(1) + " " + m.group(2) if (m := _ITEM.fullmatch(item)) and m.group(1) in _KINDS
+           else None for item in items]
+    held = {h.strip() for h in status.get("holding", "").split(",")}
+    return {"objects:known": None not in ids, "objects:distinct": len(set(ids)) == len(ids),
+            "objects:not_held": not held & set(ids)}
 
   def _of_type(self, type_name: str, predicate: str = "objecttype") -> list[str]:
     """Names of the entities of an ALFRED type (`Apple` -> `apple 1`, `apple 2`)."""

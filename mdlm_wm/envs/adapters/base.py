@@ -16,7 +16,19 @@ suite and the GRPO rewards treat both alike, plus what real engines add:
 * every next state ends with a status line rendered from the engine's own
   state, `[location: kitchen | score: 3 | inventory: apple, knife]`, and
   the step's `checks.fields` hold the same facts, so the reference next state
-  passes its own checks and a prediction is scored on facts, not wording.
+  passes its own checks and a prediction is scored on facts, not wording;
+* determined vs revealed facts (issue 25): the status facts after an action
+  are determined, except a location that nothing shown so far names (the
+  first sight of a room the action does not name); the names of things an
+  observation shows for the first time (a room's furniture, a container's
+  contents, an object list) are revealed `must_include` items. "Shown so far"
+  is every earlier observation of the episode and the action, so a fact is
+  determined when the episode's history entails it (as in the built-in
+  environments' twin worlds, which keep everything revealed so far);
+* `check` grades the status facts and the engine's error line (determined),
+  reports the revealed names, and holds invented content to constraints it
+  can verify from the spec and the prediction: a newly seen room is new and
+  named in the text, listed objects are well-formed (each adapter says how).
 
 A bad action never raises: the engine's own error text becomes the
 observation and `StepResult.valid` is False.
@@ -25,14 +37,18 @@ observation and `StepResult.valid` is False.
 from __future__ import annotations
 
 import abc
-from collections.abc import Mapping, Sequence
+import re
+from collections.abc import Iterable, Mapping, Sequence
 from typing import ClassVar
 
-from mdlm_wm.checks import generic
-from mdlm_wm.data.schema import Spec, Step
+from mdlm_wm.checks.result import CheckResult, parse_status_line
+from mdlm_wm.data.schema import Checks, Spec, Step
 from mdlm_wm.envs import base
 
 SPLITS = ("train", "valid", "test")
+_ARTICLED = re.compile(r"(?:a|an|the|some)\s+\S", re.IGNORECASE)
+# A list's separators: "a, b, and c", "a and b".
+_LIST_SEP = re.compile(r",\s*(?:and\s+)?|\s+and\s+")
 
 
 def status_line(facts: Mapping[str, str]) -> str:
@@ -44,6 +60,55 @@ def status_line(facts: Mapping[str, str]) -> str:
 def render_state(observation: str, facts: Mapping[str, str]) -> str:
   """A next state: the engine's observation, then the status line."""
   return f"{observation.strip()}\n{status_line(facts)}"
+
+
+def mentions(text: str, name: str) -> bool:
+  """True if `text` names `name` as whole words, case-insensitively (`key`
+  is not in `keyboard`, `apple 1` not in `apple 10`)."""
+  return bool(name) and re.search(rf"(?<!\w){re.escape(name)}(?!\w)", text, re.IGNORECASE) is not None
+
+
+def same_value(predicted: str | None, reference: str) -> bool:
+  """Status values agree as lists: items compared case- and order-insensitively
+  (`inventory: knife, apple` states `apple, knife`), whitespace normalized."""
+  items = lambda v: sorted(" ".join(x.split()).lower() for x in v.split(","))
+  return predicted is not None and items(predicted) == items(reference)
+
+
+def list_items(text: str) -> list[str]:
+  """The items of an engine's list ("a knife, a fork, and a spoon")."""
+  return [item.strip() for item in _LIST_SEP.split(text.strip()) if item.strip()]
+
+
+def articled(items: Iterable[str]) -> bool:
+  """Every item is a noun phrase as the engines list them: an article, then a name."""
+  return all(_ARTICLED.match(item) for item in items)
+
+
+def body_of(prediction: str) -> str:
+  """A state's text before its trailing status line (the caller parsed one)."""
+  return prediction[:prediction.rstrip().rfind("[")]
+
+
+def fact_result(checks: Checks, prediction: str,
+                status: Mapping[str, str] | None) -> CheckResult:
+  """The step's facts against a prediction and its parsed status line: a
+  `format` fact (the line parses and has every field), one entry per field
+  (`field:K`, compared with `same_value`), per `must_include` item and per
+  `must_exclude` item (substrings, case-insensitive), each revealed or
+  determined as `checks.revealed` says."""
+  determined = {"format": status is not None and all(k in status for k in checks.fields)}
+  revealed = {}
+  for key, value in checks.fields.items():
+    ok = status is not None and same_value(status.get(key), value)
+    (revealed if checks.is_revealed_field(key) else determined)[f"field:{key}"] = ok
+  low = prediction.lower()
+  for item in checks.must_include:
+    (revealed if checks.is_revealed_include(item) else determined)[f"include:{item}"] = (
+        item.lower() in low)
+  for item in checks.must_exclude:
+    determined[f"exclude:{item}"] = item.lower() not in low
+  return CheckResult(determined, revealed, {})
 
 
 class RealEnv(base.Env):
@@ -77,12 +142,77 @@ class RealEnv(base.Env):
   def close(self) -> None:
     """Releases the engine (a JVM, a game process); the env may not be used after."""
 
-  @staticmethod
-  def state_check(spec: Spec, step: Step, prediction: str) -> float:
-    """The generic checker on the step's facts (status line + must_include)."""
-    if not isinstance(prediction, str):
-      return 0.0
-    return generic.check_score(step.checks, prediction)
+  # ---- what the episode has shown, and the checks it gives
+
+  def names(self) -> Iterable[str]:
+    """Names of the world's things (objects, containers, doors; hidden ones too):
+    those an observation mentions for the first time are revealed."""
+    return ()
+
+  def start_record(self, first_state: str) -> None:
+    """Starts the record of what the episode's observations have shown (at reset)."""
+    self._shown = first_state
+
+  def step_checks(self, action: str, observation: str, facts: Mapping[str, str],
+                  must_include: Sequence[str] = ()) -> Checks:
+    """A step's checks: the status facts and `must_include` (determined), plus
+    as revealed facts the names the observation mentions that neither an
+    earlier observation nor the action did, and the location when neither
+    names it. Records the observation as shown."""
+    shown = f"{self._shown}\n{action}"
+    new = tuple(n for n in sorted(set(self.names()))
+                if mentions(observation, n) and not mentions(shown, n) and n not in must_include)
+    location = facts.get("location")
+    revealed = new + (("location",) if location and not mentions(shown, location) else ())
+    self._shown = f"{shown}\n{render_state(observation, facts)}"
+    return Checks(must_include=tuple(must_include) + new, fields=dict(facts), revealed=revealed)
+
+  # ---- the checker
+
+  # The form in which an engine names the room it describes (group 1); None:
+  # any mention in the text.
+  room_form: ClassVar[re.Pattern | None] = None
+
+  @classmethod
+  def check(cls, spec: Spec, step: Step, prediction: str) -> CheckResult:
+    """Status facts and the engine's error line (determined), names seen for
+    the first time (revealed), and the constraints on invented content."""
+    text = prediction if isinstance(prediction, str) else ""
+    status = parse_status_line(text)
+    result = fact_result(step.checks, text, status)
+    if status is None:
+      return result
+    constraints = {}
+    if step.checks.is_revealed_field("location"):
+      constraints.update(cls.location_constraints(spec, step, body_of(text),
+                                                  status.get("location", "")))
+    if any(step.checks.is_revealed_include(item) for item in step.checks.must_include):
+      constraints.update(cls.listing_constraints(spec, step, body_of(text), status))
+    return result.merged(CheckResult(constraints=constraints))
+
+  @classmethod
+  def state_check(cls, spec: Spec, step: Step, prediction: str) -> float:
+    return cls.check(spec, step, prediction).score
+
+  @classmethod
+  def location_constraints(cls, spec: Spec, step: Step, body: str,
+                           location: str) -> dict[str, bool]:
+    """A room seen for the first time: it is not a room the spec or s_t were in
+    (`location:new`), and the text names it (`location:named`)."""
+    earlier = [parse_status_line(s) or {} for s in (spec.initial_state, step.state)]
+    new = bool(location) and not any(same_value(e.get("location"), location) for e in earlier)
+    if cls.room_form is None:
+      named = mentions(body, location)
+    else:
+      m = cls.room_form.search(body)
+      named = bool(m) and same_value(m.group(1), location)
+    return {"location:new": new, "location:named": bool(location) and named}
+
+  @classmethod
+  def listing_constraints(cls, spec: Spec, step: Step, body: str,
+                          status: Mapping[str, str]) -> dict[str, bool]:
+    """Rules on the objects a step shows for the first time (none by default)."""
+    return {}
 
 
 def check_split(split: str) -> None:

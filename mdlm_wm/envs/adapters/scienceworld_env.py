@@ -50,6 +50,13 @@ Input the engine cannot act on gets its own message ("No known action matches
 that input.", "Ambiguous request: ..." with numbered choices, which the next
 input answers, or "Unknown action. ..." when it does not), `valid=False`, and
 that message's first words in `checks.must_include`.
+
+Revealed facts (adapters.base): the names of the objects the engine can refer
+to where the agent is (its possible objects) that an observation mentions for
+the first time, e.g. a room's contents on its first "look around", and a
+location nothing shown so far names (rare: a move names its room, and a
+room's doors name its neighbours). The lines of a listing the prediction
+invents (a room's contents, one a tab-indented line) must be noun phrases.
 """
 
 from __future__ import annotations
@@ -57,12 +64,13 @@ from __future__ import annotations
 import random
 import re
 import zlib
+from collections.abc import Mapping
 
 from scienceworld import ScienceWorldEnv as _Engine
 from scienceworld.constants import TASKS as _TASKS
 
-from mdlm_wm.data.schema import Checks, Spec
-from mdlm_wm.envs.adapters.base import RealEnv, check_split, render_state
+from mdlm_wm.data.schema import Spec, Step
+from mdlm_wm.envs.adapters.base import RealEnv, articled, check_split, render_state
 from mdlm_wm.envs.base import StepResult
 
 SIMPLIFICATION = "easy"
@@ -181,6 +189,7 @@ class ScienceWorldEnv(RealEnv):
     self._gold = list(engine.get_gold_action_sequence())
     self._gold_next = 0
     first = render_state(obs, self._facts())
+    self.start_record(first)
     spec = Spec(initial_state=first, task=_task_text(engine.taskdescription()), tools=(),
                 rules=self._rules(engine), steer=steer)
     return spec, first
@@ -204,9 +213,19 @@ class ScienceWorldEnv(RealEnv):
     self._score = score
     facts = self._facts()
     error = next((e for e in _NOT_ACTED_ON if obs.strip().startswith(e)), None)
-    checks = Checks(must_include=(error,) if error else (), must_exclude=(), fields=facts)
+    checks = self.step_checks(action, obs, facts, (error,) if error else ())
     return StepResult(render_state(obs, facts), reward, done, checks, error is None,
                       {"success": done and score == 100, "score": score})
+
+  def names(self) -> list[str]:
+    return list(self._engine.get_possible_objects())
+
+  @classmethod
+  def listing_constraints(cls, spec: Spec, step: Step, body: str,
+                          status: Mapping[str, str]) -> dict[str, bool]:
+    """Each listed thing (a tab-indented line) is a noun phrase."""
+    lines = [line.strip() for line in body.splitlines() if line.startswith("\t")]
+    return {"objects:articles": articled(lines)}
 
   # ---- policies
 

@@ -27,6 +27,13 @@ cumulative; rewards are its deltas. An action is valid when it is among
 TextWorld's admissible commands; the parser answers anything else itself
 ("You can't see any such thing."). The expert plays TextWorld's winning
 policy from the current state, so it replans after a detour.
+
+Revealed facts (adapters.base): the game's entity names (objects, containers,
+supporters, doors) an observation mentions for the first time, and the room
+entered for the first time (TextWorld never names a room before it is
+entered). A newly seen room must be new and named by the description's
+header, `-= Room =-`; the items a container reveals on opening ("You open
+the chest, revealing a key and an apple.") must be noun phrases.
 """
 
 from __future__ import annotations
@@ -43,9 +50,10 @@ import warnings
 from collections.abc import Iterator, Mapping
 from typing import Any
 
-from mdlm_wm.data.schema import Checks, Spec
+from mdlm_wm.data.schema import Spec, Step
 from mdlm_wm.envs import base
-from mdlm_wm.envs.adapters.base import RealEnv, check_split, render_state, seed_ranges
+from mdlm_wm.envs.adapters.base import (RealEnv, articled, check_split, list_items, render_state,
+                                        seed_ranges)
 
 try:
   import textworld
@@ -78,7 +86,9 @@ _BOGUS = ("fly to the moon", "take the unicorn", "open the sky", "xyzzy")
 _PROMPT = re.compile(r"\n>[^\n]*\Z")
 _REQUEST = textworld.EnvInfos(admissible_commands=True, policy_commands=True, score=True,
                               max_score=True, won=True, lost=True, description=True,
-                              objective=True, facts=True, verbs=True)
+                              objective=True, facts=True, verbs=True, entities=True)
+_DIRECTIONS = frozenset({"north", "south", "east", "west"})
+_REVEALING = re.compile(r"revealing (.+?)\.", re.IGNORECASE)
 
 
 @contextlib.contextmanager
@@ -154,6 +164,7 @@ class TextWorldEnv(RealEnv):
   family = "textworld"
   requires = "textworld"
   max_steps = 50
+  room_form = re.compile(r"^-= (.+?) =-", re.MULTILINE)
 
   def __init__(self, task: str):
     super().__init__(task)
@@ -176,6 +187,7 @@ class TextWorldEnv(RealEnv):
       self._env = textworld.start(path, request_infos=_REQUEST)
       self._state = self._env.reset()
     first = render_state(_clean(self._state["description"]), self._facts())
+    self.start_record(first)
     rules = (f"Commands are free text; verbs: {', '.join(sorted(self._state['verbs']))}.",
              _NOTES[self.task],
              f"The game is won at {self._state['max_score']} points (some actions lose it).",
@@ -200,10 +212,21 @@ class TextWorldEnv(RealEnv):
     message = _clean(self._state.feedback)
     facts = self._facts()
     success = bool(self._state["won"])
-    checks = Checks(must_include=() if valid else tuple(message.splitlines()[:1]), fields=facts)
+    checks = self.step_checks(action, message, facts,
+                              () if valid else tuple(message.splitlines()[:1]))
     return base.StepResult(render_state(message, facts), float(self._state["score"] - score),
                            success or bool(self._state["lost"]), checks, valid,
                            {"success": success, "score": self._state["score"]})
+
+  def names(self) -> list[str]:
+    return [n for n in self._state["entities"] if n not in _DIRECTIONS]
+
+  @classmethod
+  def listing_constraints(cls, spec: Spec, step: Step, body: str,
+                          status: Mapping[str, str]) -> dict[str, bool]:
+    """What an opened container reveals is a list of noun phrases."""
+    return {"objects:articles": all(articled(list_items(m.group(1)))
+                                    for m in _REVEALING.finditer(body))}
 
   def admissible_actions(self) -> list[str]:
     return sorted(self._state["admissible_commands"])

@@ -29,17 +29,27 @@ the world and can be undone (a move, opening or closing, putting an item
 somewhere, taking one from where the episode had put it) pushes its inverse,
 which the expert plays first; other deviations (eating, cooking, cutting)
 are not repaired, so a noisy episode can end unsolved, as with a real agent.
+
+Revealed facts (adapters.base): the names of the things the engine's valid
+actions refer to that an observation mentions for the first time (a room's
+furniture, a container's contents), and a room that nothing shown so far
+names (TWX names the room behind a door when the door is opened, "revealing
+the pantry", and through open doorways). A newly seen room must be new and
+described as "You are in the <room>."; what a container or supporter holds
+("The fridge contains a tomato and an egg.", "a counter that has a knife on
+it") must be noun phrases or "nothing".
 """
 
 from __future__ import annotations
 
 import random
 import re
+from collections.abc import Mapping
 from typing import Any
 
-from mdlm_wm.data.schema import Checks, Spec
+from mdlm_wm.data.schema import Spec, Step
 from mdlm_wm.envs import base
-from mdlm_wm.envs.adapters.base import RealEnv, check_split, render_state
+from mdlm_wm.envs.adapters.base import RealEnv, articled, check_split, list_items, render_state
 
 try:
   from textworld_express import TextWorldExpressEnv as _Engine
@@ -83,6 +93,9 @@ _BOGUS = ("fly to the moon", "take the unicorn", "open the sky", "xyzzy")
 _ENGINE_STEP_LIMIT = 10_000
 _ARTICLE = re.compile(r"^(?:a|an|the|some)\s+", re.IGNORECASE)
 _ROOM = re.compile(r"You are in the ([^.]+)\.")
+# The objects of an action: "put red apple in fridge" -> "red apple", "fridge".
+_OBJECT_SEP = re.compile(r" (?:in|on|with|into) ")
+_CONTENTS = re.compile(r"(?:contains|that has) (.+?)(?: on it| in it)?\.")
 
 
 def _inventory(text: str) -> str | None:
@@ -124,6 +137,7 @@ class TextWorldExpressEnv(RealEnv):
   family = "textworld_express"
   requires = "textworld-express"
   max_steps = 50
+  room_form = _ROOM
 
   def __init__(self, task: str):
     super().__init__(task)
@@ -169,6 +183,7 @@ class TextWorldExpressEnv(RealEnv):
     self._undo: list[str] = []
     self._placed: dict[str, str] = {}
     first = render_state(obs, self._facts())
+    self.start_record(first)
     verbs = sorted({a.split(" ", 1)[0] for a in infos["validActions"]})
     rules = (f"Commands are free text; verbs here: {', '.join(verbs)}.",
              _NOTES[self.task],
@@ -224,10 +239,27 @@ class TextWorldExpressEnv(RealEnv):
     facts = self._facts()
     success = bool(infos["tasksuccess"])
     message = obs.strip()
-    checks = Checks(must_include=() if valid else tuple(message.splitlines()[:1]), fields=facts)
+    checks = self.step_checks(action, message, facts,
+                              () if valid else tuple(message.splitlines()[:1]))
     return base.StepResult(render_state(obs, facts), float(infos["scoreRaw"] - score),
                            success or bool(infos["taskfailure"]), checks, valid,
                            {"success": success, "score": infos["scoreRaw"]})
+
+  def names(self) -> set[str]:
+    """The things the valid actions refer to (not doors or directions)."""
+    out = set()
+    for action in self._infos["validActions"]:
+      for name in _OBJECT_SEP.split(action.partition(" ")[2]):
+        if name and name not in _OPPOSITE and not name.startswith("door to "):
+          out.add(name)
+    return out
+
+  @classmethod
+  def listing_constraints(cls, spec: Spec, step: Step, body: str,
+                          status: Mapping[str, str]) -> dict[str, bool]:
+    """What containers and supporters hold is a list of noun phrases, or nothing."""
+    lists = [m.group(1) for m in _CONTENTS.finditer(body)]
+    return {"objects:articles": all(x == "nothing" or articled(list_items(x)) for x in lists)}
 
   def admissible_actions(self) -> list[str]:
     return sorted(self._infos["validActions"])
