@@ -6,10 +6,16 @@ r"""Evaluates a world model, or a file of predictions, on a trajectory file.
       [--steps=64] [--temperature=0.7] [--top_p=0.9] [--confidence=margin] \
       [--block_size=8] [--cfg_scale=1.5]   (sampler flags; default: the model's config)
   python -m launch.evaluate --predictions=samples.jsonl --data=test.jsonl --out=report.json
+  python -m launch.evaluate --baseline=copy|twin --data=test.jsonl --out=copy.json \
+      [--max_examples=200]
 
-Writes a JSON report: fidelity, diversity, grounding (incl. trailing anchors),
-MAUVE, steerability and rollout consistency, each with a 95% bootstrap CI,
-overall and per environment.
+Writes a JSON report: fidelity, diversity, grounding (incl. trailing anchors,
+pass, pass_all, determined_acc, revealed_valid), MAUVE, steerability and
+rollout consistency, each with a 95% bootstrap CI, overall and per
+environment. `--baseline` scores the copy-s_t floor or the twin-world ceiling
+(mdlm_wm/eval/baselines.py) on the transitions a model evaluation with the
+same --data and --max_examples scores, in the same report format; the twin
+skips transitions without a twin world (real environments) and says how many.
 """
 
 import dataclasses
@@ -20,12 +26,16 @@ import time
 from absl import app, flags
 
 from launch import sampler_flags
+from mdlm_wm.eval import baselines
 from mdlm_wm.eval import evaluate as ev
 from mdlm_wm.utils import errors
 
 FLAGS = flags.FLAGS
 flags.DEFINE_string("workdir", None, "A training workdir (MDLM or AR) to sample from.")
 flags.DEFINE_string("predictions", None, "Score this JSONL of predictions instead of a model.")
+flags.DEFINE_enum("baseline", None, list(baselines.BASELINES),
+                  "Score a baseline instead of a model: copy (the next state is s_t) or twin "
+                  "(a twin world's next state; built-in environments only).")
 flags.DEFINE_string("data", None, "Trajectory JSONL(.gz) file.", required=True)
 flags.DEFINE_string("out", None, "Report JSON file.", required=True)
 flags.DEFINE_integer("num_samples", 4, "Samples per transition (G).")
@@ -33,20 +43,31 @@ flags.DEFINE_integer("max_examples", 0, "Score at most this many transitions (0:
 flags.DEFINE_integer("max_rollouts", 32, "Episodes replayed for rollout consistency.")
 flags.DEFINE_integer("max_steered", 64, "Steered transitions re-predicted without z.")
 flags.DEFINE_integer("seed", 0, "Sampling seed.")
-flags.DEFINE_string("save_predictions", None, "Also write the model's samples here "
-                    "(JSONL; launch.compare pairs two such files).")
+flags.DEFINE_string("save_predictions", None, "Also write the model's (or baseline's) "
+                    "samples here (JSONL; launch.compare pairs two such files).")
 
 
 def main(argv):
   if len(argv) > 1:
     raise app.UsageError(f"unexpected arguments: {argv[1:]}")
-  if bool(FLAGS.workdir) == bool(FLAGS.predictions):
-    raise app.UsageError("give exactly one of --workdir and --predictions")
+  if sum(map(bool, (FLAGS.workdir, FLAGS.predictions, FLAGS.baseline))) != 1:
+    raise app.UsageError("give exactly one of --workdir, --predictions and --baseline")
   cfg = ev.EvalConfig(num_samples=FLAGS.num_samples, max_examples=FLAGS.max_examples,
                       seed=FLAGS.seed, max_rollouts=FLAGS.max_rollouts,
                       max_steered=FLAGS.max_steered)
   with errors.reported():
-    if FLAGS.predictions:
+    if FLAGS.baseline:
+      _, examples = ev.load_examples(FLAGS.data, 0, cfg.max_examples)
+      run = baselines.evaluate_baseline(FLAGS.baseline, examples, cfg)
+      note = baselines.skip_note(FLAGS.baseline, run.selected, run.skipped)
+      if note:
+        print(note)
+      if FLAGS.save_predictions:
+        ev.write_predictions(FLAGS.save_predictions, run.examples, run.samples)
+      cfg = dataclasses.replace(cfg, num_samples=1)  # one next state per transition
+      report = run.report
+      source = {"baseline": FLAGS.baseline, "selected": run.selected, "skipped": run.skipped}
+    elif FLAGS.predictions:
       episodes, examples = ev.load_examples(FLAGS.data, 0, cfg.max_examples)
       predictions = ev.read_predictions(FLAGS.predictions, examples)
       report = ev.evaluate(examples, predictions, cfg=cfg)

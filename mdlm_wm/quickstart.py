@@ -18,6 +18,7 @@ import numpy as np
 from mdlm_wm.checks.score import score_prediction
 from mdlm_wm.data import corpus, schema
 from mdlm_wm.data.serialize import transitions
+from mdlm_wm.eval import baselines
 from mdlm_wm.train.trainer import train
 from mdlm_wm.world_model import WorldModel
 
@@ -64,43 +65,87 @@ def eval_examples(cfg, data_dir: str):
   return [x for env in sorted(per_env) for x in per_env[env]]
 
 
-def _cached_rows(path: str) -> list[dict] | None:
-  """The rows of an earlier run's predictions file; None when there is none or
-  it predates the `step`/`scores` fields (it is then written again)."""
+def _cached_rows(path: str, examples) -> list[dict] | None:
+  """The rows of an earlier run's predictions file; None when there is none,
+  it predates the `step`/`scores` fields or it holds other transitions than
+  `examples` (it is then written again)."""
   if not os.path.exists(path):
     return None
   with open(path) as f:
     rows = [json.loads(line) for line in f]
-  return rows if rows and all("step" in r and "scores" in r for r in rows) else None
+  if not all("step" in r and "scores" in r for r in rows):
+    return None
+  keys = [(r["id"], r["step"]) for r in rows]
+  return rows if keys == [(ep.id, k) for ep, k, _ in examples] else None
+
+
+def _write_rows(path: str, rows: list[dict]) -> None:
+  tmp = path + ".tmp"
+  with open(tmp, "w") as f:
+    f.writelines(json.dumps(r) + "\n" for r in rows)
+  os.replace(tmp, path)
+
+
+def score_rows(examples, predictions) -> list[dict]:
+  """One row per (example, prediction): what a predictions file holds."""
+  rows = []
+  for (ep, k, _), pred in zip(examples, predictions, strict=True):
+    step = ep.steps[k]
+    rows.append({"id": ep.id, "env": ep.env, "step": k, "action": step.action,
+                 "reference": step.next_state, "prediction": pred,
+                 "scores": score_prediction(ep.env, ep.spec, step, pred)})
+  return rows
+
+
+def rows_summary(rows: list[dict]) -> dict:
+  """The table's means over `rows` (None when there are no rows); `env_score`
+  is the `checks` score where the environment registers no checker."""
+  mean = lambda key: (float(np.mean([r["scores"].get(key, r["scores"]["checks"]) for r in rows]))
+                      if rows else None)
+  return {"examples": len(rows), "exact_match": mean("exact"), "checks_score": mean("checks"),
+          "env_score": mean("env"),
+          "pass_rate": mean("pass"), "pass_all_rate": mean("pass_all"),
+          "determined_acc": mean("determined_acc"), "revealed_valid": mean("revealed_valid")}
 
 
 def predict_and_score(cfg, model_dir: str, examples, out_path: str) -> dict:
   """Greedy next states for `examples`, scored; rows written to `out_path`
-  ({id, env, step, ...}: launch.compare and launch.evaluate --predictions read it)."""
-  rows = _cached_rows(out_path)
+  ({id, env, step, ...}: launch.compare and launch.evaluate --predictions read it).
+  A file from an earlier run is reused and re-scored with the current checks."""
+  rows = _cached_rows(out_path, examples)
   if rows is None:
     wm = WorldModel.load(model_dir)
-    rows, t0 = [], time.perf_counter()
+    preds, t0 = [], time.perf_counter()
     bs = cfg.eval.batch_size
     for i in range(0, len(examples), bs):
       chunk = examples[i:i + bs]
-      preds = wm.generate([tr for _, _, tr in chunk], num_samples=1, seed=i, temperature=0.0)
-      for (ep, k, _), (pred,) in zip(chunk, preds):
-        step = ep.steps[k]
-        rows.append({"id": ep.id, "env": ep.env, "step": k, "action": step.action,
-                     "reference": step.next_state, "prediction": pred,
-                     "scores": score_prediction(ep.env, ep.spec, step, pred)})
+      preds += [p for (p,) in wm.generate([tr for _, _, tr in chunk], num_samples=1, seed=i,
+                                          temperature=0.0)]
+    rows = score_rows(examples, preds)
     print(f"[sample] {len(rows)} predictions in {time.perf_counter() - t0:.1f}s -> {out_path}")
-    tmp = out_path + ".tmp"
-    with open(tmp, "w") as f:
-      f.writelines(json.dumps(r) + "\n" for r in rows)
-    os.replace(tmp, out_path)
-  return {"examples": len(rows),
-          "exact_match": float(np.mean([r["scores"]["exact"] for r in rows])),
-          "checks_score": float(np.mean([r["scores"]["checks"] for r in rows])),
-          "env_score": float(np.mean([r["scores"].get("env", r["scores"]["checks"])
-                                      for r in rows])),
-          "pass_rate": float(np.mean([r["scores"]["pass"] for r in rows]))}
+    _write_rows(out_path, rows)
+  else:
+    rescored = score_rows(examples, [r["prediction"] for r in rows])
+    if rescored != rows:
+      _write_rows(out_path, rescored)
+    rows = rescored
+  return rows_summary(rows)
+
+
+def baseline_scores(examples) -> tuple[dict, list[str]]:
+  """The copy-s_t and twin rows on `examples` (the twin on those it can
+  rebuild), keyed by their table names, and a note per baseline that skipped
+  transitions."""
+  pairs = [(ep, k) for ep, k, _ in examples]
+  out, notes = {}, []
+  for kind in baselines.BASELINES:
+    predicted, skipped = baselines.predictions(kind, pairs)
+    kept = [(x, p) for x, p in zip(examples, predicted) if p is not None]
+    out[baselines.TITLES[kind]] = rows_summary(score_rows([x for x, _ in kept],
+                                                          [p for _, p in kept]))
+    note = baselines.skip_note(kind, len(examples), skipped)
+    notes += [note] if note else []
+  return out, notes
 
 
 def final_losses(model_dir: str) -> dict:
@@ -115,15 +160,16 @@ def final_losses(model_dir: str) -> dict:
   return out
 
 
-def format_table(summary: dict) -> str:
+def format_table(summary: dict, baseline_rows: dict | None = None) -> str:
+  """One row per model, then one per baseline (`baseline_scores`)."""
   cols = [("first_loss", "first loss"), ("loss", "train loss"), ("valid_loss", "valid loss"),
           ("exact_match", "exact match"), ("checks_score", "checks score"),
-          ("env_score", "env-check score"), ("pass_rate", "pass rate")]
+          ("env_score", "env-check score"), ("pass_rate", "pass"), ("pass_all_rate", "pass_all")]
   lines = ["| model | " + " | ".join(name for _, name in cols) + " |",
            "|---|" + "---|" * len(cols)]
-  for objective, m in summary.items():
+  for name, m in {**summary, **(baseline_rows or {})}.items():
     cells = [f"{m[k]:.3f}" if isinstance(m.get(k), float) else "-" for k, _ in cols]
-    lines.append(f"| {objective} | " + " | ".join(cells) + " |")
+    lines.append(f"| {name} | " + " | ".join(cells) + " |")
   return "\n".join(lines)
 
 
@@ -136,11 +182,16 @@ def run(cfg, workdir: str) -> dict:
   for objective, model_dir in dirs.items():
     summary[objective] = {**final_losses(model_dir), **predict_and_score(
         cfg, model_dir, examples, os.path.join(workdir, f"predictions_{objective}.jsonl"))}
+  baseline_rows, notes = baseline_scores(examples)
   with open(os.path.join(workdir, "summary.json"), "w") as f:
-    json.dump(summary, f, indent=2)
-  print("\n" + format_table(summary))
+    json.dump({**summary, "baselines": baseline_rows}, f, indent=2)
+  print("\n" + format_table(summary, baseline_rows))
   print(f"\nscored on {len(examples)} test transitions ({cfg.eval.examples_per_env} per "
-        "environment), greedy decoding; losses in nats/token (MDLM: ELBO)")
+        "environment), greedy decoding; losses in nats/token (MDLM: ELBO); pass: every "
+        "determined fact and constraint right, pass_all: every fact (also hidden draws); "
+        "baselines: copy s_t (floor), twin world (ceiling)")
+  for note in notes:
+    print(note)
   show_examples(workdir, n=3)
   return summary
 

@@ -1,20 +1,62 @@
-"""Scores one predicted next state against a reference step: every check at once."""
+"""Scores one predicted next state against a reference step: every check at once.
+
+A prediction is graded on the union of two checkers' entries (checks/result.py):
+the generic SCHEMA `checks`, split into determined and revealed facts by
+`checks.revealed`, and, for a built-in environment, its own `Env.check`
+(determined facts, revealed facts and constraints on revealed content). The
+environment's entry wins where both name the same fact (`field:location`),
+so a fact both checkers read counts once. Real environments (`family/task`)
+and unregistered names are graded on the generic checks alone, as before:
+their engines need not be installed to score their corpora.
+"""
 
 from __future__ import annotations
 
-from mdlm_wm.checks.generic import check_score
+from mdlm_wm.checks.generic import check_score, generic_result
+from mdlm_wm.checks.result import CheckResult
 from mdlm_wm.data.schema import Spec, Step
 from mdlm_wm.envs import base
 
 
+def env_result(env: str, spec: Spec, step: Step, prediction: str) -> CheckResult | None:
+  """The environment's own check (`Env.check`), None for unregistered names."""
+  if env not in base.env_names():
+    return None
+  return base.check_fn(env)(spec, step, prediction)
+
+
+def combined_result(generic: CheckResult, own: CheckResult | None) -> CheckResult:
+  """The generic checks' entries overridden and extended by the environment's."""
+  return generic if own is None else generic.merged(own)
+
+
+def check_prediction(env: str, spec: Spec, step: Step, prediction: str) -> CheckResult:
+  """Both checkers' result in one (the environment's check runs once): its
+  `passed` is `pass`, its `score` GRPO's state-check reward."""
+  return combined_result(generic_result(step.checks, prediction),
+                         env_result(env, spec, step, prediction))
+
+
 def score_prediction(env: str, spec: Spec, step: Step, prediction: str) -> dict[str, float]:
-  """`checks` (generic SCHEMA checks), `env` (the environment's callback, when
-  one is registered for `env`), `pass` (1.0 when every check scores 1.0) and
-  `exact` (1.0 for an exact match with the reference)."""
+  """The metrics of one prediction, each in [0, 1]:
+
+  `checks`: the fraction of the step's SCHEMA checks right (determined and
+  revealed alike); `env`: the environment's own `check(...).score` (only for
+  a registered environment); `pass`: 1.0 when every determined fact is right
+  and every constraint on revealed content holds (both checkers);
+  `pass_all`: `pass` and every revealed fact equal to the reference's draw
+  (the old every-fact pass); `determined_acc`: the fraction of determined
+  facts right; `revealed_valid`: the fraction of constraints that hold;
+  `exact`: 1.0 for an exact match with the reference.
+  """
+  own = env_result(env, spec, step, prediction)
+  result = combined_result(generic_result(step.checks, prediction), own)
   out = {"checks": check_score(step.checks, prediction)}
-  if env in base.env_names():
-    out["env"] = float(base.state_check_fn(env)(spec, step, prediction))
-  out["pass"] = float(all(v == 1.0 for v in out.values()))
+  if own is not None:
+    out["env"] = float(own.score)
+  out.update({"pass": float(result.passed), "pass_all": float(result.passed_all),
+              "determined_acc": float(result.determined_acc),
+              "revealed_valid": float(result.revealed_valid)})
   # Trailing whitespace is not a difference (as in eval.metrics.exact_match).
   out["exact"] = float(prediction.rstrip() == step.next_state.rstrip())
   return out

@@ -17,7 +17,8 @@ import numpy as np
 from mdlm_wm.eval import stats
 from mdlm_wm.eval.evaluate import Example, score_example
 
-KEYS = ("pass", "env", "checks", "trailing_pass", "bleu1", "distinct_2")
+KEYS = ("pass", "pass_all", "determined_acc", "revealed_valid", "env", "checks", "trailing_pass",
+        "bleu1", "distinct_2")
 
 
 def paired_comparison(examples: Sequence[Example], before: Sequence[Sequence[str]],

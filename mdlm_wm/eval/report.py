@@ -6,14 +6,16 @@ import collections
 import os
 from collections.abc import Sequence
 
-TABLE_KEYS = ("bleu1", "rouge_l", "exact", "checks", "env", "pass", "trailing_pass",
-              "self_bleu", "distinct_2")
+TABLE_KEYS = ("bleu1", "rouge_l", "exact", "checks", "env", "pass", "pass_all", "determined_acc",
+              "revealed_valid", "trailing_pass", "self_bleu", "distinct_2")
 
 
 def label(report: dict, name: str) -> str:
   src = report.get("source", {})
   if "objective" in src:
     return f"{name} ({src['objective']}, {src['params'] / 1e6:.2f}M)"
+  if "baseline" in src:
+    return f"{name} (baseline: {src['baseline']})"
   return name
 
 

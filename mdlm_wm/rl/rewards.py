@@ -8,18 +8,20 @@ them so that one failing callback costs one reward, not the training run.
 
 from __future__ import annotations
 
+import collections
 import concurrent.futures
 import dataclasses
 import json
 import math
-import re
+import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 
 import numpy as np
 from absl import logging
 
-from mdlm_wm.checks.score import score_prediction
+from mdlm_wm.checks.result import CheckResult, parse_status_line
+from mdlm_wm.checks.score import check_prediction
 from mdlm_wm.data.schema import Spec, Step
 from mdlm_wm.eval import metrics
 
@@ -29,19 +31,52 @@ REWARD_NAMES = ("state_check", "format", "bleu1", "rouge_l", "length")
 # Failures logged per score_batch call; the rest are only counted.
 MAX_LOGGED_FAILURES = 10
 
-# A trailing `[key: value | key: value ...]` status line (own line or inline).
-_STATUS_LINE = re.compile(r"\[([^\[\]\n]*)\]\s*$")
-_STATUS_KEY = re.compile(r"\s*(\w[\w ]*?)\s*:")
+# Check results kept for the completions scored last (see _CheckMemo).
+CHECK_MEMO_SIZE = 4096
+
+
+class _CheckMemo:
+  """The check result of recent (env, spec, step, prediction)s.
+
+  A GRPO step scores every completion twice: once for its reward
+  (`make_reward`) and once for the step's pass rate (`state_check` again);
+  the memo makes the second call free, so each completion's environment
+  check runs once. Keys are the spec and step objects' identities (they are
+  not hashable), which stay valid because each entry holds both objects.
+  """
+
+  def __init__(self, size: int):
+    self.size = size
+    self.entries: collections.OrderedDict = collections.OrderedDict()
+    self.lock = threading.Lock()
+
+  def result(self, env: str, spec: Spec, step: Step, prediction: str) -> CheckResult:
+    key = (env, id(spec), id(step), prediction)
+    with self.lock:
+      hit = self.entries.get(key)
+      if hit is not None:
+        self.entries.move_to_end(key)
+        return hit[2]
+    result = check_prediction(env, spec, step, prediction)
+    with self.lock:
+      self.entries[key] = (spec, step, result)
+      while len(self.entries) > self.size:
+        self.entries.popitem(last=False)
+    return result
+
+
+_MEMO = _CheckMemo(CHECK_MEMO_SIZE)
 
 
 def state_check(env: str) -> Reward:
-  """Mean of the generic `checks` score and, when `env` registers one, the
-  environment's state-check callback: a score in [0, 1]."""
+  """The state-check score in [0, 1]: the fraction of determined facts and
+  constraints on revealed content that hold, over the generic checks and the
+  environment's own check together (`checks.score.check_prediction`; its
+  `passed` is evaluation's `pass`). Revealed facts (hidden draws no model can
+  know) do not count. 1.0 exactly when the prediction passes."""
 
   def reward(spec: Spec, step: Step, prediction: str) -> float:
-    scores = score_prediction(env, spec, step, prediction)
-    parts = [scores["checks"]] + ([scores["env"]] if "env" in scores else [])
-    return sum(parts) / len(parts)
+    return _MEMO.result(env, spec, step, prediction).score
 
   return reward
 
@@ -65,18 +100,10 @@ def _json_values(text: str, limit: float = math.inf) -> int:
 
 
 def _status_keys(text: str) -> tuple[str, ...] | None:
-  """Keys of a trailing `[key: value | ...]` status line, or None if the text
-  does not end with one (every `|`-separated part must be `key: value`)."""
-  match = _STATUS_LINE.search(text)
-  if not match:
-    return None
-  keys = []
-  for part in match.group(1).split("|"):
-    key = _STATUS_KEY.match(part)
-    if not key:
-      return None
-    keys.append(key.group(1))
-  return tuple(keys)
+  """Keys of a trailing `[key: value | ...]` status line, in order, or None if
+  the text does not end with one (the one status-line parser's reading)."""
+  facts = parse_status_line(text)
+  return None if facts is None else tuple(facts)
 
 
 def format_validity(env: str) -> Reward:

@@ -81,6 +81,8 @@ DEFECTS = {
                            "steps[2]: expected object, got string"),
     "rules not strings": (lambda d: d["spec"].update(rules=["ok", 3]),
                           "spec.rules[1]: expected string, got number"),
+    "revealed names nothing": (lambda d: d["steps"][1]["checks"].update(revealed=["key", "door"]),
+                               "steps[1].checks.revealed[1]: 'door' names no key of fields"),
 }
 
 

@@ -24,6 +24,9 @@ def test_paired_change_from_wrong_to_right_states(tiny_corpus):
   assert p["n"] == 20 and p["after"] - p["before"] == pytest.approx(p["diff"])
   assert 0 < p["low"] <= p["diff"] <= p["high"] <= 1
   assert result["bleu1"]["diff"] > 0
+  for key in ("pass_all", "determined_acc", "revealed_valid"):
+    assert result[key]["n"] == 20 and result[key]["after"] >= result[key]["before"], key
+  assert result["pass_all"]["diff"] > 0
   same = compare.paired_comparison(examples, before, before)
   assert all(r["diff"] == r["low"] == r["high"] == 0 for r in same.values())
   with pytest.raises(ValueError, match="20 examples, 19 before"):

@@ -4,6 +4,7 @@ import sys
 
 import pytest
 
+from mdlm_wm.checks.score import score_prediction
 from mdlm_wm.eval import evaluate as ev
 from mdlm_wm.train.trainer import train
 from tests.conftest import tiny_config
@@ -26,7 +27,8 @@ def test_reference_predictions_score_perfectly(tiny_corpus, tmp_path):
   write_predictions(path, examples, lambda ex: [ex.step.next_state] * 2)
   report = ev.evaluate(examples, ev.read_predictions(str(path), examples))
   o = report["overall"]
-  for key in ("bleu1", "rouge_l", "exact", "checks", "env", "pass", "trailing_pass"):
+  for key in ("bleu1", "rouge_l", "exact", "checks", "env", "pass", "pass_all", "determined_acc",
+              "revealed_valid", "trailing_pass"):
     assert o[key]["mean"] == pytest.approx(1.0), key
     assert o[key]["low"] <= o[key]["mean"] <= o[key]["high"]
   assert o["self_bleu"]["mean"] == pytest.approx(1.0)
@@ -79,3 +81,26 @@ def test_evaluate_cli_on_a_model_and_on_predictions(tiny_corpus, tmp_path):
                         f"--data={tiny_corpus}/test.jsonl", f"--out={tmp_path / 'x.json'}"],
                        capture_output=True, text=True)
   assert bad.returncode != 0 and "expected" in bad.stderr
+
+
+def test_evaluate_cli_scores_the_copy_baseline(tiny_corpus, tmp_path):
+  out, saved = tmp_path / "copy.json", tmp_path / "copy.samples.jsonl"
+  res = subprocess.run([sys.executable, "-m", "launch.evaluate", "--baseline=copy",
+                        f"--data={tiny_corpus}/test.jsonl", f"--out={out}", "--max_examples=12",
+                        f"--save_predictions={saved}"], capture_output=True, text=True)
+  assert res.returncode == 0, res.stderr[-2000:]
+  report = json.loads(out.read_text())
+  assert report["source"] == {"baseline": "copy", "selected": 12, "skipped": {}}
+  assert report["examples"] == 12 and report["num_samples"] == 1
+  # The transitions a model evaluation with the same flags scores, each predicted as s_t.
+  _, examples = ev.load_examples(f"{tiny_corpus}/test.jsonl", 0, max_examples=12)
+  assert ev.read_predictions(str(saved), examples) == [[ex.step.state] for ex in examples]
+  rows = [score_prediction(ex.episode.env, ex.episode.spec, ex.step, ex.step.state)
+          for ex in examples]
+  for key in ("pass", "pass_all", "determined_acc", "revealed_valid"):
+    assert report["overall"][key]["mean"] == pytest.approx(
+        sum(r[key] for r in rows) / len(rows)), key
+  both = subprocess.run([sys.executable, "-m", "launch.evaluate", "--baseline=copy",
+                         f"--predictions={saved}", f"--data={tiny_corpus}/test.jsonl",
+                         f"--out={tmp_path / 'x.json'}"], capture_output=True, text=True)
+  assert both.returncode != 0 and "exactly one of" in both.stderr

@@ -81,7 +81,8 @@ def test_grounding_scores_reference_passes_and_corrupted_anchor_fails(episodes):
     for ep in eps:
       for step in ep.steps:
         ref = grounding.grounding_scores(name, ep.spec, step, step.next_state)
-        assert ref == {"checks": 1.0, "env": 1.0, "pass": 1.0, "exact": 1.0,
+        assert ref == {"checks": 1.0, "env": 1.0, "pass": 1.0, "pass_all": 1.0,
+                       "determined_acc": 1.0, "revealed_valid": 1.0, "exact": 1.0,
                        "trailing": 1.0, "trailing_pass": 1.0}, (name, step.next_state)
         bad = _corrupt_trailing(step)
         if bad is None:
@@ -89,7 +90,10 @@ def test_grounding_scores_reference_passes_and_corrupted_anchor_fails(episodes):
         key, wrong = bad
         out = grounding.grounding_scores(name, ep.spec, step, wrong)
         assert out["trailing"] < 1.0 and out["trailing_pass"] == 0.0
-        assert out["pass"] == 0.0 and out["env"] < 1.0, (name, key, wrong)
+        assert out["pass_all"] == 0.0, (name, key, wrong)
+        # A wrong hidden draw fails only pass_all; a wrong determined fact fails pass.
+        if not step.checks.is_revealed_field(key):
+          assert out["pass"] == 0.0 and out["env"] < 1.0, (name, key, wrong)
         # Every field that is not trailing is still stated.
         early = set(step.checks.fields) - set(grounding.trailing_fields(step))
         assert all(states_field(wrong, k, step.checks.fields[k]) for k in early)

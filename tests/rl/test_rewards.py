@@ -5,9 +5,11 @@ import time
 import numpy as np
 import pytest
 
+from mdlm_wm.checks.score import score_prediction
 from mdlm_wm.data.schema import Spec, Step
 from mdlm_wm.envs import base
 from mdlm_wm.rl import rewards
+from tests.checks import fake_env
 
 
 def _episode(env: str, seed: int = 0, policy: str = "expert"):
@@ -21,7 +23,42 @@ def test_state_check_scores_reference_one_and_wrong_state_lower():
   assert first.next_state != last.next_state
   assert reward(ep.spec, first, first.next_state) == 1.0
   assert reward(ep.spec, first, last.next_state) < 1.0
-  assert reward(ep.spec, first, "Nothing happens.") < 0.5
+  assert reward(ep.spec, first, "Nothing happens.") < 1.0
+
+
+@pytest.fixture
+def boxes(monkeypatch):
+  fake_env.register(monkeypatch)
+  monkeypatch.setattr(fake_env.Boxes, "calls", 0)
+  return fake_env.episode()
+
+
+def test_state_check_grades_what_a_model_can_know(boxes):
+  reward = rewards.state_check(fake_env.Boxes.name)
+  step = boxes.steps[0]  # opens a box: its content is a hidden draw
+  other = next(k for k in fake_env.KINDS if k != step.checks.fields["content"])
+  cases = {"hidden draw wrong": f"[opened: 1 | content: {other}]",
+           "determined fact wrong": f"[opened: 3 | content: {other}]",
+           "invented content breaks a rule": "[opened: 1 | content: dragon]"}
+  scores = {name: reward(boxes.spec, step, text) for name, text in cases.items()}
+  # format + opened + the content constraint: a wrong draw costs nothing.
+  assert scores == {"hidden draw wrong": 1.0, "determined fact wrong": pytest.approx(2 / 3),
+                    "invented content breaks a rule": pytest.approx(2 / 3)}
+  for name, text in cases.items():  # 1.0 exactly when evaluation's pass is 1
+    assert (scores[name] == 1.0) == bool(score_prediction(fake_env.Boxes.name, boxes.spec, step,
+                                                          text)["pass"]), name
+
+
+def test_a_grpo_step_checks_each_completion_once(boxes):
+  # A GRPO step scores its completions for the reward, then for the pass rate.
+  env = fake_env.Boxes.name
+  items = [(f"{i}/{j}", boxes.spec, step, f"[opened: {j} | content: jar]")
+           for i, step in enumerate(boxes.steps) for j in range(4)]
+  reward = rewards.make_reward({"state_check": 1.0, "format": 0.5}, env)
+  scored = rewards.score_batch([reward] * len(items), items)
+  passes = rewards.score_batch([rewards.state_check(env)] * len(items), items, num_threads=2)
+  assert fake_env.Boxes.calls == len(items)
+  np.testing.assert_allclose(scored.rewards, passes.rewards + 0.5, rtol=1e-6)
 
 
 def _status_line_case(env: str):
