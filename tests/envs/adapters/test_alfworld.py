@@ -173,3 +173,37 @@ def test_noisy_detours_still_succeed_and_random_actions_are_admissible():
   assert failed > 0  # the detours did happen
   ep, stats = run_episode(env, 0, "random", max_steps=15)
   assert stats.failed_actions == 0 and len(ep.steps) == 15
+
+
+def test_checks_grade_determined_facts_and_constrain_revealed_ones():
+  env = make("alfworld/pick_heat_then_place_in_recep")
+  spec, state = env.reset(3)
+  steps = []
+  for action in ("go to diningtable 1", "take tomato 1 from diningtable 1"):
+    res = env.step(action)
+    steps.append(schema.Step(state, action, res.next_state, checks=res.checks))
+    state = res.next_state
+  env.close()
+  arrive, take = steps
+  for step in steps:
+    assert env.check(spec, step, step.next_state).passed_all
+  # The table's objects and the microwave beside it are first seen.
+  assert arrive.next_state.startswith("You arrive at diningtable 1. On the diningtable 1, you see "
+                                      "a apple 1, and a tomato 1.\n[location: diningtable 1, "
+                                      "microwave 1 |")
+  assert arrive.checks.revealed == ("apple 1", "tomato 1", "location")
+  for old, new in (("a apple 1, and a tomato 1", "a bread 2"),
+                   ("location: diningtable 1, microwave 1", "location: diningtable 1")):
+    result = env.check(spec, arrive, arrive.next_state.replace(old, new))
+    assert result.passed and not result.passed_all, (old, result.failures())
+  # Invented content must be of the world's kinds, listed once, at the receptacle gone to.
+  for old, new, failure in (
+      ("a apple 1", "a unicorn 1", "objects:known"),
+      ("a tomato 1", "a apple 1", "objects:distinct"),
+      ("microwave 1 |", "spaceship 1 |", "location:receptacles"),
+      ("location: diningtable 1, microwave 1", "location: microwave 1", "location:target"),
+      ("location: diningtable 1, microwave 1", "location: middle of the room", "location:new")):
+    result = env.check(spec, arrive, arrive.next_state.replace(old, new))
+    assert f"constraint:{failure}" in result.failures(), (old, result.failures())
+  wrong = take.next_state.replace("holding: tomato 1", "holding: nothing")
+  assert env.check(spec, take, wrong).failures() == ["determined:field:holding"]

@@ -183,3 +183,29 @@ def test_every_task_resets_and_takes_a_gold_step(task):
   step = schema.Step(first, "", res.next_state, res.reward, res.done, res.checks)
   assert env.state_check(spec, step, res.next_state) == 1.0
   env.close()
+
+
+def test_checks_grade_determined_facts_and_constrain_revealed_ones():
+  env = make("scienceworld/boil")
+  spec, state = env.reset(0)
+  steps = []
+  for action in ("go to kitchen", "look around", "pick up thermometer"):
+    res = env.step(action)
+    steps.append(schema.Step(state, action, res.next_state, checks=res.checks))
+    state = res.next_state
+  env.close()
+  move, look, take = steps
+  for step in steps:
+    assert env.check(spec, step, step.next_state).passed_all
+  # The move names its room; the first look around reveals the room's contents.
+  assert move.checks.revealed == () and {"lighter", "stove"} <= set(look.checks.revealed)
+  result = env.check(spec, look, look.next_state.replace("a lighter", "a candle"))
+  assert result.passed and not result.passed_all
+  assert env.check(spec, look, look.next_state.replace("\ta lighter", "\tlighter")).failures() == [
+      "constraint:objects:articles"]
+  assert env.check(spec, move, move.next_state.replace("location: kitchen", "location: hallway")
+                   ).failures() == ["determined:field:location"]
+  for old, new in (("inventory: orange, thermometer", "inventory: orange"),
+                   ("score: 0", "score: 5")):
+    result = env.check(spec, take, take.next_state.replace(old, new))
+    assert result.failures() == [f"determined:field:{old.split(':')[0]}"]

@@ -126,3 +126,25 @@ def test_cache_dir_follows_the_environment_variable(monkeypatch, tmp_path):
   assert tw.cache_dir() == str(tmp_path)
   monkeypatch.delenv(tw.CACHE_ENV)
   assert tw.cache_dir().endswith(os.path.join(".cache", "mdlm_wm", "textworld"))
+
+
+def test_checks_grade_determined_facts_and_constrain_revealed_ones(treasure):
+  ep, _ = base.run_episode(treasure, 0, "expert")
+  spec, enter, take = ep.spec, ep.steps[0], ep.steps[-1]
+  # `go east` enters the laundromat: the room and its furniture are first seen.
+  assert enter.action == "go east"
+  assert enter.checks.revealed == ("counter", "passageway", "shelf", "location")
+  assert treasure.check(spec, enter, enter.next_state).passed_all
+  # Another new room with other furniture is a fair guess: it fails only pass_all.
+  attic = "-= Attic =-\nYou see a chest.\n[location: attic | inventory: nothing | score: 0]"
+  result = treasure.check(spec, enter, attic)
+  assert result.passed and not result.passed_all
+  # The room it left is not a new room; a header must name the status line's room.
+  assert "constraint:location:new" in treasure.check(spec, enter, enter.state).failures()
+  assert treasure.check(spec, enter, attic.replace("-= Attic", "-= Cellar")).failures() == [
+      "constraint:location:named"]
+  # Taking the key: inventory and score are determined.
+  assert take.action == "take key" and take.checks.revealed == ()
+  for old, new in (("inventory: key", "inventory: nothing"), ("score: 1", "score: 0")):
+    result = treasure.check(spec, take, take.next_state.replace(old, new))
+    assert not result.passed and result.failures() == [f"determined:field:{old.split(':')[0]}"]

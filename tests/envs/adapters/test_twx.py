@@ -127,3 +127,30 @@ def test_noisy_expert_repairs_detours(envs):
   wins = [base.run_episode(env, s, "noisy", noise=0.3)[1].success
           for s in env.split_seeds("train")[:10]]
   assert sum(wins) >= 8, wins
+
+
+def test_checks_grade_determined_facts_and_constrain_revealed_ones(envs):
+  env = envs("cookingworld")
+  spec, state = env.reset(3)
+  steps = []
+  for action in ("open cutlery drawer", "take knife", "open door to north", "move north"):
+    res = env.step(action)
+    steps.append(schema.Step(state, action, res.next_state, checks=res.checks))
+    state = res.next_state
+  drawer, take, _, move = steps
+  for step in steps:
+    assert env.check(spec, step, step.next_state).passed_all
+  # The drawer's contents are revealed: other contents fail only pass_all, but
+  # they must be listed as noun phrases.
+  assert drawer.checks.revealed == ("knife",)
+  result = env.check(spec, drawer, drawer.next_state.replace("a knife", "a spoon"))
+  assert result.passed and not result.passed_all
+  assert env.check(spec, drawer, drawer.next_state.replace("a knife", "knife")).failures() == [
+      "constraint:objects:articles"]
+  # The opened door named the backyard: the room is determined, its furniture revealed.
+  assert "location" not in move.checks.revealed and "barbeque" in move.checks.revealed
+  assert env.check(spec, move, move.next_state.replace("a barbeque", "a grill")).passed
+  wrong = move.next_state.replace("location: backyard", "location: pantry")
+  assert env.check(spec, move, wrong).failures() == ["determined:field:location"]
+  assert env.check(spec, take, take.next_state.replace("inventory: knife", "inventory: nothing")
+                   ).failures() == ["determined:field:inventory"]
