@@ -5,11 +5,11 @@ study) joined as a random tree: from a room you can walk only to its exits.
 Each room holds furniture ("receptacles"): the kitchen always has a fridge, a
 microwave, a stove and a sink basin; other pieces are drawn per room, and
 cabinets, drawers and shelves are numbered across the house (`cabinet 2`).
-Some furniture opens and closes; a closed one hides its contents. 6-10
-objects (apple, mug, knife, book, ...) lie in or on the furniture. Hidden
-state: where every object is, which containers are open, the temperature
-(hot/cold) and cleanliness of every object, what the agent holds (one object
-at most), and the steer's counters.
+Some furniture opens and closes; a closed one hides its contents. Objects
+(apple, mug, knife, book, ...) lie in or on the furniture. Hidden state: where
+every object is, which containers are open, the temperature (hot/cold) and
+cleanliness of every object, what the agent holds (one object at most), and
+the steer's counters.
 
 Actions are free text: look, inventory, go to <room or furniture>, open X,
 close X, take X from Y, put X in/on Y, heat X with microwave (or stove),
@@ -24,11 +24,28 @@ once it lies on the target; for pick and two, 1 per object on the target.
 Observation. Every next state is `<message> <view> <status>`. The view
 describes where the agent stands: the room (furniture and exits), or one
 piece of furniture (its contents, "closed", or "too dark"). The status line
-is the trailing anchor; its values depend on the whole hidden state:
+is the trailing anchor:
   [room: kitchen | at: fridge | holding: apple | state: cold | open: fridge,
    drawer 1 | visible: 2 | progress: 1/2]
-`open` lists open containers anywhere in the house, `visible` counts the
-objects listed in the view, `state` is the held object's condition.
+`open` lists the open containers of the rooms visited so far, `visible`
+counts the objects listed in the view, `state` is the held object's condition.
+
+Hidden and revealed. Reset fixes what the task and the expert need: the rooms
+and their exits, the kitchen's appliances, the task's target and the pieces of
+furniture that hold the task's objects. Everything else is drawn lazily, when
+it is first shown, from a stream keyed by (seed, hidden stream, what): a
+room's other furniture and which containers start open (on the first visit),
+and the other objects in or on a piece of furniture (on the first look into
+it). `fork_hidden` switches the stream, so a twin world keeps what was shown
+and re-draws the rest. A step that shows a room for the first time marks
+`open` as revealed (its furniture and exits are revealed too); a first look
+into a piece marks `visible` and the objects never seen before as revealed.
+The checker then demands only what a model given the spec, s_t and a_t can
+know, plus rules the invented content must obey: furniture the room allows,
+exits that lead back, objects of the world's kinds, a count that matches the
+list, a status line that agrees with the view. Names are judged by their form,
+never by whether a hidden piece exists (`go to cabinet 7` elsewhere: "not in
+the kitchen"), so error messages reveal nothing.
 
 Steers (each adds its own key to the status line):
   - sticky doors: every container needs two `open` tries (`tries: 1/2`);
@@ -47,6 +64,7 @@ import re
 from collections.abc import Mapping
 
 from mdlm_wm.checks import generic
+from mdlm_wm.checks.result import CheckResult, parse_status_line
 from mdlm_wm.data.schema import Checks, Spec, Step
 from mdlm_wm.envs.base import Env, StepResult, register
 
@@ -117,14 +135,27 @@ _GIBBERISH = ("fly to the moon", "dance", "sing loudly", "open", "take", "put", 
               "heat", "examine")
 
 
+# The stream lazily drawn facts come from until `fork_hidden` switches it.
+WORLD_STREAM = "world"
+# How many other objects a piece of furniture holds when first looked into.
+_EXTRA_COUNTS = (0, 1, 2, 3)
+_EXTRA_WEIGHTS = (40, 35, 18, 7)
+# Chance that a container starts open (drawn on the room's first visit).
+_OPEN_CHANCE = 0.2
+
+
 @dataclasses.dataclass
 class _Rec:
   name: str
+  kind: str
   room: str
   prep: str
   openable: bool
-  is_open: bool
-  contents: list[str]
+  is_open: bool = False  # drawn on the room's first visit.
+  contents: list[str] = dataclasses.field(default_factory=list)
+  # Task objects placed at reset, joined to `contents` on the first look.
+  hidden: list[str] = dataclasses.field(default_factory=list)
+  drawn: bool = False  # contents shown (and the other objects drawn) once.
   tries: int = 0
 
 
@@ -147,13 +178,20 @@ class _Task:
 
 @dataclasses.dataclass
 class _World:
+  seed: int
   rooms: list[str]
   exits: dict[str, list[str]]
-  recs: dict[str, _Rec]  # in house order: rooms, then furniture within a room.
-  objs: dict[str, _Obj]
+  # Pieces known to exist: from reset the reserved ones (appliances, the
+  # target, the task objects' places), the rest once their room is shown.
+  recs: dict[str, _Rec]
+  objs: dict[str, _Obj]  # task objects from reset, the others once shown.
   task: _Task
   steer: str
   room: str
+  stream: str = WORLD_STREAM
+  # Rooms shown so far (in visit order) -> their furniture in view order.
+  furniture: dict[str, list[str]] = dataclasses.field(default_factory=dict)
+  seen: set[str] = dataclasses.field(default_factory=set)  # objects ever listed.
   at: str | None = None  # furniture the agent stands at; None: the room itself.
   held: str | None = None
   lit: str | None = None  # furniture examined since arriving (lights-off steer).
@@ -169,11 +207,38 @@ class _Fail(Exception):
 
 
 # --------------------------------------------------------------------------
-# World generation.
+# Names: judged by their form, so that an answer never depends on hidden pieces.
+
+
+def _furniture_kind(name: str) -> str | None:
+  """The kind of a furniture name (`sofa`, `cabinet 3`), or None."""
+  kind, _, number = name.rpartition(" ")
+  if kind in _NUMBERED:
+    return kind if number.isdigit() and not number.startswith("0") else None
+  return name if name in _FURNITURE and name not in _NUMBERED else None
+
+
+def _object_kind(name: str) -> str | None:
+  """The kind of an object name (`apple`, `apple 2`), or None."""
+  if name in _KINDS:
+    return name
+  kind, _, number = name.rpartition(" ")
+  return kind if kind in _KINDS and number.isdigit() and not number.startswith("0") else None
+
+
+def _room_kinds(room: str) -> list[str]:
+  """Furniture kinds a room allows (the kitchen's appliances first)."""
+  fixed = list(_KITCHEN_FIXED) if room == "kitchen" else []
+  return fixed + list(dict.fromkeys(_ROOM_CHOICES[room]))
+
+
+# --------------------------------------------------------------------------
+# World generation: what reset fixes.
 
 
 def _build_world(seed: int, steer: str) -> _World:
-  """Draws rooms, furniture, objects and a task; the steer never affects them."""
+  """Rooms, exits, the task and the places of its objects; the steer never
+  affects them. Everything else is drawn when first shown (_reveal)."""
   rng = random.Random(f"household/{seed}")
   rooms = ["kitchen"] + rng.sample(_OTHER_ROOMS, rng.randint(1, 3))
   rng.shuffle(rooms)
@@ -184,33 +249,33 @@ def _build_world(seed: int, steer: str) -> _World:
     exits[other].append(rooms[i])
   for r in rooms:
     exits[r].sort(key=rooms.index)
-  recs = _place_furniture(rng, rooms)
-  task = _draw_task(rng, recs)
-  objs = _place_objects(rng, recs, task)
-  return _World(rooms, exits, recs, objs, task, steer, room=rng.choice(rooms))
+  recs = {k: _new_rec(k, k, "kitchen") for k in _KITCHEN_FIXED}
+  task = _draw_task(rng, rooms, recs)
+  objs = _place_task_objects(rng, rooms, recs, task)
+  w = _World(seed, rooms, exits, recs, objs, task, steer, room=rng.choice(rooms))
+  _reveal(w)
+  return w
 
 
-def _place_furniture(rng: random.Random, rooms: list[str]) -> dict[str, _Rec]:
-  """Furniture per room; numbered kinds get house-wide numbers in house order."""
-  numbers = {k: 0 for k in _NUMBERED}
-  recs: dict[str, _Rec] = {}
-  for room in rooms:
-    choices = _ROOM_CHOICES[room]
-    if room == "kitchen":
-      kinds = list(_KITCHEN_FIXED) + rng.sample(choices, rng.randint(1, 3))
-    else:
-      kinds = rng.sample(choices, rng.randint(2, 4))
-    for kind in kinds:
-      name = kind
-      if kind in _NUMBERED:
-        numbers[kind] += 1
-        name = f"{kind} {numbers[kind]}"
-      prep, openable = _FURNITURE[kind]
-      recs[name] = _Rec(name, room, prep, openable, openable and rng.random() < 0.2, [])
-  return recs
+def _new_rec(name: str, kind: str, room: str) -> _Rec:
+  prep, openable = _FURNITURE[kind]
+  return _Rec(name, kind, room, prep, openable)
 
 
-def _draw_task(rng: random.Random, recs: dict[str, _Rec]) -> _Task:
+def _reserve(rng: random.Random, recs: dict[str, _Rec], kind: str, room: str) -> _Rec:
+  """The room's reserved piece of `kind`, made (with a free number) if new."""
+  for rec in recs.values():
+    if rec.kind == kind and rec.room == room:
+      return rec
+  name = kind
+  if kind in _NUMBERED:
+    free = [n for n in range(1, 6) if f"{kind} {n}" not in recs]
+    name = f"{kind} {rng.choice(free[:3])}"
+  recs[name] = _new_rec(name, kind, room)
+  return recs[name]
+
+
+def _draw_task(rng: random.Random, rooms: list[str], recs: dict[str, _Rec]) -> _Task:
   kind = rng.choice(_TASK_KINDS)
   if kind in _CAN:
     otype = rng.choice(_CAN[kind])
@@ -218,23 +283,22 @@ def _draw_task(rng: random.Random, recs: dict[str, _Rec]) -> _Task:
     otype = rng.choice(sorted(_PLURAL))
   else:
     otype = rng.choice(_KINDS)
-  targets = [n for n in recs if n not in _APPLIANCES]
-  target = rng.choice(targets)
-  return _Task(kind, otype, target, 2 if kind == "two" else 1, _RESULT.get(kind, ""))
+  room = rng.choice(rooms)
+  target = _reserve(rng, recs, rng.choice(sorted(set(_ROOM_CHOICES[room]))), room)
+  return _Task(kind, otype, target.name, 2 if kind == "two" else 1, _RESULT.get(kind, ""))
 
 
-def _place_objects(rng: random.Random, recs: dict[str, _Rec], task: _Task) -> dict[str, _Obj]:
-  """Task objects (1-3 of the type, never on the target) plus unique distractors."""
+def _place_task_objects(rng: random.Random, rooms: list[str], recs: dict[str, _Rec],
+                        task: _Task) -> dict[str, _Obj]:
+  """1-3 objects of the task's type, hidden in reserved pieces, never on the target."""
   n_task = rng.randint(2, 3) if task.kind == "two" else rng.randint(1, 2)
   names = [task.otype] if n_task == 1 else [f"{task.otype} {i}" for i in range(1, n_task + 1)]
-  objs = {n: _Obj(n, task.otype) for n in names}
-  others = [k for k in _KINDS if k != task.otype]
-  for kind in rng.sample(others, rng.randint(5, 7)):
-    objs[kind] = _Obj(kind, kind)
-  for name, o in objs.items():
-    where = rng.choice([s for s in recs if not (o.kind == task.otype and s == task.target)])
-    recs[where].contents.append(name)
-  return objs
+  target = recs[task.target]
+  for name in names:
+    room = rng.choice(rooms)
+    kinds = [k for k in _room_kinds(room) if (k, room) != (target.kind, target.room)]
+    _reserve(rng, recs, rng.choice(kinds), room).hidden.append(name)
+  return {n: _Obj(n, task.otype) for n in names}
 
 
 def _task_text(rng: random.Random, w: _World) -> str:
@@ -255,11 +319,76 @@ def _rules(w: _World) -> tuple[str, ...]:
       "Food and dishes can be heated and cooled (hot and cold replace each other); food, "
       "dishes, utensils, sponges and cloths can be cleaned.",
       "The status line gives room, place, held object and its state, open containers in the "
-      "house, visible objects and task progress.",
+      "rooms visited so far, visible objects and task progress.",
   ]
   if w.steer:
     rules.append(f"Steer: {w.steer}")
   return tuple(rules)
+
+
+# --------------------------------------------------------------------------
+# Lazy draws: what the world shows for the first time.
+
+
+def _hidden_rng(w: _World, what: str) -> random.Random:
+  return random.Random(f"household/{w.seed}/{w.stream}/{what}")
+
+
+def _reveal(w: _World) -> tuple[bool, bool]:
+  """Draws what the agent now sees for the first time: (a new room, a first
+  look into the piece it stands at)."""
+  new_room = w.room not in w.furniture
+  if new_room:
+    _reveal_room(w, w.room)
+  rec = w.recs[w.at] if w.at else None
+  first_look = rec is not None and not rec.drawn and _sees_into(w, rec)
+  if first_look:
+    _reveal_contents(w, rec)
+  return new_room, first_look
+
+
+def _reveal_room(w: _World, room: str) -> None:
+  """The room's furniture around its reserved pieces, and which containers are open."""
+  rng = _hidden_rng(w, f"room/{room}")
+  fixed = list(_KITCHEN_FIXED) if room == "kitchen" else []
+  reserved = [r.name for r in w.recs.values() if r.room == room and r.name not in fixed]
+  choices = list(_ROOM_CHOICES[room])
+  for name in reserved:
+    choices.remove(w.recs[name].kind)
+  wanted = rng.randint(1, 3) if room == "kitchen" else rng.randint(2, 4)
+  kinds = rng.sample(choices, max(0, wanted - len(reserved)))
+  order: list[tuple[str, bool]] = [(n, True) for n in reserved] + [(k, False) for k in kinds]
+  rng.shuffle(order)
+  names = fixed + [n if is_reserved else _add_piece(w, n, room) for n, is_reserved in order]
+  for name in names:
+    rec = w.recs[name]
+    rec.is_open = rec.openable and rng.random() < _OPEN_CHANCE
+  w.furniture[room] = names
+
+
+def _add_piece(w: _World, kind: str, room: str) -> str:
+  """A new piece of `kind`; numbered kinds take the lowest number not in use."""
+  name, n = kind, 1
+  if kind in _NUMBERED:
+    while f"{kind} {n}" in w.recs:
+      n += 1
+    name = f"{kind} {n}"
+  w.recs[name] = _new_rec(name, kind, room)
+  return name
+
+
+def _reveal_contents(w: _World, rec: _Rec) -> None:
+  """The task objects placed here at reset plus 0-3 other objects of kinds
+  not yet in the world, in a drawn order, before whatever the agent put here."""
+  rng = _hidden_rng(w, f"contents/{rec.name}")
+  pool = [k for k in _KINDS if k != w.task.otype and k not in w.objs]
+  count = min(len(pool), rng.choices(_EXTRA_COUNTS, _EXTRA_WEIGHTS)[0])
+  extra = rng.sample(pool, count)
+  for kind in extra:
+    w.objs[kind] = _Obj(kind, kind)
+  found = rec.hidden + extra
+  rng.shuffle(found)
+  rec.contents, rec.hidden, rec.drawn = found + rec.contents, [], True
 
 
 # --------------------------------------------------------------------------
@@ -276,9 +405,9 @@ def _has(o: _Obj, need: str) -> bool:
 
 
 def _location(w: _World, obj: str) -> str | None:
-  """The furniture holding `obj`; None while the agent holds it."""
+  """The furniture holding `obj`, shown or not; None while the agent holds it."""
   for rec in w.recs.values():
-    if obj in rec.contents:
+    if obj in rec.contents or obj in rec.hidden:
       return rec.name
   return None
 
@@ -324,7 +453,8 @@ def _distances(w: _World, start: str) -> dict[str, int]:
 
 
 def _status(w: _World) -> dict[str, str]:
-  opened = [r.name for r in w.recs.values() if r.openable and r.is_open]
+  opened = [n for names in w.furniture.values() for n in names
+            if w.recs[n].openable and w.recs[n].is_open]
   done, total = _progress(w)
   status = {
       "room": w.room, "at": w.at or "center", "holding": w.held or "nothing",
@@ -344,7 +474,7 @@ def _status(w: _World) -> dict[str, str]:
 
 def _view(w: _World) -> str:
   if w.at is None:
-    furniture = ", ".join(r.name for r in w.recs.values() if r.room == w.room)
+    furniture = ", ".join(w.furniture[w.room])
     return (f"You are in the {w.room}. Furniture: {furniture}. "
             f"Exits: {', '.join(w.exits[w.room])}.")
   rec = w.recs[w.at]
@@ -414,6 +544,9 @@ class HouseholdEnv(Env):
                 tools=(), rules=_rules(self._w), steer=steer)
     return spec, first
 
+  def fork_hidden(self, stream: str) -> None:
+    self._w.stream = stream
+
   # ---- stepping
 
   def step(self, action: str) -> StepResult:
@@ -424,37 +557,56 @@ class HouseholdEnv(Env):
       valid = True
     except _Fail as fail:
       msg, mentions, extra, valid = fail.msg, fail.mentions, {}, False
+    new_room, first_look = _reveal(w)
     done_n, total = _progress(w)
     success = valid and done_n == total
     if success:
       msg += " Task complete."
-    return StepResult(_render(w, msg), 1.0 if success else 0.0, success,
-                      self._checks(mentions, extra, valid), valid,
+    checks = self._checks(mentions, extra, valid, new_room, first_look)
+    return StepResult(_render(w, msg), 1.0 if success else 0.0, success, checks, valid,
                       {"success": success} if success else {})
 
-  def _checks(self, mentions: tuple[str, ...], extra: Mapping[str, str], valid: bool) -> Checks:
-    """Facts from the hidden state: status values, named objects, hidden objects."""
+  def _checks(self, mentions: tuple[str, ...], extra: Mapping[str, str], valid: bool,
+              new_room: bool, first_look: bool) -> Checks:
+    """Facts of the next state: status values, the objects it shows (those
+    listed for the first time revealed) and the known objects it does not
+    show. A first look may list anything not seen elsewhere, so only objects
+    seen before are excluded then."""
     w = self._w
-    shown = set(_visible(w)) | set(mentions) | ({w.held} if w.held else set())
+    seen_before = set(w.seen)
+    listed = _visible(w)
+    w.seen.update(listed)
+    shown = set(listed) | set(mentions) | ({w.held} if w.held else set())
     include = sorted(shown) + ([] if valid else ["Error:"])
-    exclude = [n for n in sorted(w.objs) if n not in shown] + (["Error:"] if valid else [])
-    return Checks(tuple(include), tuple(exclude), {**_status(w), **extra})
+    exclude = [n for n in sorted(w.objs)
+               if n not in shown and (n in seen_before or not first_look)]
+    revealed = [n for n in sorted(shown) if first_look and n in listed and n not in seen_before]
+    revealed += ["open"] if new_room else []
+    revealed += ["visible"] if first_look else []
+    return Checks(tuple(include), tuple(exclude + ([] if not valid else ["Error:"])),
+                  {**_status(w), **extra}, tuple(revealed))
 
-  def _rec(self, name: str) -> _Rec:
-    if name in self._w.recs:
-      return self._w.recs[name]
-    if name in self._w.objs:
+  def _place(self, name: str) -> str:
+    """A furniture name's kind; object names and other words fail."""
+    kind = _furniture_kind(name)
+    if kind is not None:
+      return kind
+    if _object_kind(name):
       raise _Fail(f"Error: the {name} is not furniture.", (name,))
     raise _Fail("Error: there is no such furniture.")
 
-  def _obj(self, name: str) -> _Obj:
-    if name in self._w.objs:
-      return self._w.objs[name]
-    raise _Fail("Error: there is no such object.")
+  @staticmethod
+  def _thing(name: str) -> str:
+    """An object name as given; other words fail."""
+    if _object_kind(name) is None:
+      raise _Fail("Error: there is no such object.")
+    return name
 
-  def _at(self, rec: _Rec) -> None:
-    if self._w.at != rec.name:
-      raise _Fail(f"Error: you are not at the {rec.name}.")
+  def _at(self, name: str) -> _Rec:
+    """The piece the agent stands at, which must be `name`."""
+    if self._w.at != name:
+      raise _Fail(f"Error: you are not at the {name}.")
+    return self._w.recs[name]
 
   def _do_look(self):
     return "", (), {}
@@ -465,7 +617,7 @@ class HouseholdEnv(Env):
 
   def _do_go(self, place: str):
     w = self._w
-    if place in w.rooms:
+    if place in _ROOM_CHOICES:
       if place == w.room:
         if w.at is None:
           raise _Fail(f"Error: you are already in the {place}.")
@@ -476,22 +628,20 @@ class HouseholdEnv(Env):
         raise _Fail(f"Error: the {place} is not an exit of the {w.room}.")
       w.room, w.at, w.lit = place, None, None
       return msg, (), {}
-    if place not in w.recs and place not in w.objs:
+    if _furniture_kind(place) is None and _object_kind(place) is None:
       raise _Fail("Error: there is no such place.")
-    rec = self._rec(place)
-    if rec.room != w.room:
-      raise _Fail(f"Error: the {rec.name} is not in the {w.room}.")
-    if w.at == rec.name:
-      raise _Fail(f"Error: you are already at the {rec.name}.")
-    w.at, w.lit = rec.name, None
-    return f"You go to the {rec.name}.", (), {}
+    self._place(place)
+    if place not in w.furniture[w.room]:
+      raise _Fail(f"Error: the {place} is not in the {w.room}.")
+    if w.at == place:
+      raise _Fail(f"Error: you are already at the {place}.")
+    w.at, w.lit = place, None
+    return f"You go to the {place}.", (), {}
 
   def _openable(self, name: str) -> _Rec:
-    rec = self._rec(name)
-    if not rec.openable:
-      raise _Fail(f"Error: the {rec.name} cannot be opened or closed.")
-    self._at(rec)
-    return rec
+    if not _FURNITURE[self._place(name)][1]:
+      raise _Fail(f"Error: the {name} cannot be opened or closed.")
+    return self._at(name)
 
   def _do_open(self, name: str):
     rec = self._openable(name)
@@ -515,51 +665,54 @@ class HouseholdEnv(Env):
 
   def _do_examine(self, name: str):
     w = self._w
-    if name in w.objs:
+    if _object_kind(name):
       if name != w.held and name not in _visible(w):
         raise _Fail(f"Error: you don't see the {name} here.", (name,))
       cond = _condition(w.objs[name])
       return f"You examine the {name} (condition: {cond}).", (name,), {"condition": cond}
-    rec = self._rec(name)
-    self._at(rec)
+    self._place(name)
+    rec = self._at(name)
     w.lit = rec.name
     return f"You examine the {rec.name}.", (), {}
 
   def _do_take(self, obj: str, place: str):
     w = self._w
-    o, rec = self._obj(obj), self._rec(place)
+    obj, kind = self._thing(obj), self._place(place)
     if w.held:
       raise _Fail(f"Error: you are already holding the {w.held}.", (w.held,))
-    self._at(rec)
+    rec = self._at(place)
     if rec.openable and not rec.is_open:
       raise _Fail(f"Error: the {rec.name} is closed.")
-    if o.name not in _visible(w):
-      raise _Fail(f"Error: you don't see the {o.name} {rec.prep} the {rec.name}.", (o.name,))
-    rec.contents.remove(o.name)
-    w.held = o.name
-    return f"You take the {o.name} from the {rec.name}.", (o.name,), {}
+    if obj not in _visible(w):
+      raise _Fail(f"Error: you don't see the {obj} {_FURNITURE[kind][0]} the {place}.", (obj,))
+    rec.contents.remove(obj)
+    w.held = obj
+    return f"You take the {obj} from the {rec.name}.", (obj,), {}
 
   def _do_put(self, obj: str, place: str):
     w = self._w
-    o, rec = self._obj(obj), self._rec(place)
-    if w.held != o.name:
-      raise _Fail(f"Error: you are not holding the {o.name}.", (o.name,))
-    self._at(rec)
+    obj = self._thing(obj)
+    self._place(place)
+    if w.held != obj:
+      raise _Fail(f"Error: you are not holding the {obj}.", (obj,))
+    rec = self._at(place)
     if rec.openable and not rec.is_open:
       raise _Fail(f"Error: the {rec.name} is closed.")
-    rec.contents.append(o.name)
+    rec.contents.append(obj)
     w.held = None
-    return f"You put the {o.name} {rec.prep} the {rec.name}.", (o.name,), {}
+    return f"You put the {obj} {rec.prep} the {rec.name}.", (obj,), {}
 
   def _treat(self, verb: str, obj: str, device: str):
     """heat / cool / clean: checks in a fixed order so a wrong device always fails."""
     w = self._w
-    o, rec = self._obj(obj), self._rec(device)
-    if _DEVICE_VERB.get(rec.name) != verb:
-      raise _Fail(f"Error: you cannot {verb} things with the {rec.name}.")
-    if w.held != o.name:
-      raise _Fail(f"Error: you are not holding the {o.name}.", (o.name,))
-    self._at(rec)
+    obj = self._thing(obj)
+    self._place(device)
+    if _DEVICE_VERB.get(device) != verb:
+      raise _Fail(f"Error: you cannot {verb} things with the {device}.")
+    if w.held != obj:
+      raise _Fail(f"Error: you are not holding the {obj}.", (obj,))
+    rec = self._at(device)
+    o = w.objs[obj]
     if o.kind not in _CAN[verb]:
       raise _Fail(f"Error: the {o.name} cannot be {_PARTICIPLE[verb]}.", (o.name,))
     if rec.name == "microwave" and w.steer == BROKEN:
@@ -620,7 +773,7 @@ class HouseholdEnv(Env):
   def _drop(self, obj: str) -> str:
     """Puts a useless held object down where the agent stands (or nearby)."""
     w = self._w
-    here = w.recs[w.at] if w.at else next(r for r in w.recs.values() if r.room == w.room)
+    here = w.recs[w.at or w.furniture[w.room][0]]
     return self._walk(here.name) or self._unlock(here) or f"put {obj} {here.prep} {here.name}"
 
   def _walk(self, rec_name: str) -> str:
@@ -636,11 +789,14 @@ class HouseholdEnv(Env):
   def _unlock(rec: _Rec) -> str:
     return f"open {rec.name}" if rec.openable and not rec.is_open else ""
 
+  def _shown_pieces(self) -> list[str]:
+    return [n for names in self._w.furniture.values() for n in names]
+
   def random_action(self, rng: random.Random) -> str:
-    """A plausible command over this house's names, biased towards where the agent is."""
+    """A plausible command over the names shown so far, biased towards where the agent is."""
     w = self._w
-    here = [r for r in w.recs if w.recs[r].room == w.room]
-    anywhere = here if rng.random() < 0.7 else list(w.recs)
+    here = w.furniture[w.room]
+    anywhere = here if rng.random() < 0.7 else self._shown_pieces()
     rec = w.at if w.at and rng.random() < 0.5 else rng.choice(anywhere)
     visible = _visible(w)
     obj = rng.choice(visible) if visible and rng.random() < 0.7 else rng.choice(sorted(w.objs))
@@ -656,7 +812,7 @@ class HouseholdEnv(Env):
   def invalid_action(self, rng: random.Random) -> str:
     """A command that fails in any state: bogus names, missing arguments, wrong device."""
     w = self._w
-    rec = rng.choice(list(w.recs))
+    rec = rng.choice(self._shown_pieces())
     obj = rng.choice(sorted(w.objs))
     options = (
         f"take {rng.choice(_BOGUS_THINGS)} from {rec}", f"go to {rng.choice(_BOGUS_PLACES)}",
@@ -667,85 +823,170 @@ class HouseholdEnv(Env):
 
   # ---- checking
 
-  @staticmethod
-  def state_check(spec: Spec, step: Step, prediction: str) -> float:
-    """Checked facts plus consistency of the status line with the view above it."""
-    if not isinstance(prediction, str):
-      return 0.0
-    checks = step.checks
-    status = _parse_status(prediction)
-    results = [status is not None]
-    status = status or {}
-    for key, value in checks.fields.items():
-      if key in _STATUS_KEYS:
-        results.append(_norm(status.get(key, "")) == _norm(value))
-      else:
-        results.append(generic.states_field(prediction, key, value))
-    low = prediction.lower()
-    results += [s.lower() in low for s in checks.must_include]
-    # Absent text trivially excludes everything: one sub-check for all exclusions
-    # keeps garbage from scoring well on them.
-    if checks.must_exclude:
-      results.append(all(s.lower() not in low for s in checks.must_exclude))
-    results += _consistency(prediction, status)
-    return sum(results) / len(results)
+  @classmethod
+  def check(cls, spec: Spec, step: Step, prediction: str) -> CheckResult:
+    return _check(step, prediction if isinstance(prediction, str) else "")
+
+  @classmethod
+  def state_check(cls, spec: Spec, step: Step, prediction: str) -> float:
+    return cls.check(spec, step, prediction).score
 
 
 # --------------------------------------------------------------------------
-# Parsing predicted next states.
+# Checking predicted next states.
 
 _STATUS_KEYS = ("room", "at", "holding", "state", "open", "visible", "progress",
                 "microwave", "doors", "lights")
-_STATUS = re.compile(r"\[([^\[\]]*)\]\s*$")
 _VIEW = re.compile(
-    r"You are in the (?P<room>[a-z ]+)\. Furniture: [^.]*\. Exits: [^.]*\."
+    r"You are in the (?P<room>[a-z ]+)\. Furniture: (?P<furniture>[^.]*)\. "
+    r"Exits: (?P<exits>[^.]*)\."
     r"|(?:In|On) the (?P<lrec>[a-z0-9 ]+?) you see: (?P<items>[^.]*)\."
     r"|The (?P<crec>[a-z0-9 ]+?) is closed\."
     r"|It is too dark to see what is (?:in|on) the (?P<drec>[a-z0-9 ]+?)\.")
 _PROGRESS = re.compile(r"^(\d+)/(\d+)$")
+# Rules every predicted state obeys, named as CheckResult reports them.
+_CONSISTENCY = ("visible_matches_view", "view_matches_status", "holding_consistent",
+                "open_matches_view", "progress_form")
+
+
+@dataclasses.dataclass(frozen=True)
+class _View:
+  kind: str  # "room", "listing", "closed" or "dark".
+  place: str  # the room of a room view, else the piece of furniture.
+  message: str  # the text before the view: what the action did.
+  furniture: tuple[str, ...] = ()
+  exits: tuple[str, ...] = ()
+  items: tuple[str, ...] = ()
 
 
 def _norm(value: str) -> str:
   return " ".join(str(value).lower().split())
 
 
-def _parse_status(text: str) -> dict[str, str] | None:
-  """The trailing `[key: value | ...]` line as a dict; None when absent or malformed."""
-  m = _STATUS.search(text)
-  if not m:
-    return None
-  out = {}
-  for part in m.group(1).split(" | "):
-    key, sep, value = part.partition(": ")
-    if not sep:
-      return None
-    out[key.strip()] = value.strip()
-  return out
+def _names(text: str, empty: str) -> tuple[str, ...]:
+  """`a, b, c` as normalized names; `empty` (e.g. "nothing") as none."""
+  text = _norm(text)
+  return () if text in (empty, "") else tuple(_norm(s) for s in text.split(","))
 
 
-def _consistency(text: str, status: dict[str, str]) -> list[bool]:
-  """Internal checks: the view agrees with at / visible / holding / open / progress."""
-  if not status:
-    return [False] * 5
+def _parse_view(text: str) -> _View | None:
+  """The last view sentence of a state, or None."""
   views = list(_VIEW.finditer(text))
-  view = views[-1] if views else None
-  items = []
-  if view is not None and view.group("lrec") is not None and view.group("items") != "nothing":
-    items = [_norm(s) for s in view.group("items").split(",")]
-  place = None
-  if view is not None:
-    place = "center" if view.group("room") else (view.group("lrec") or view.group("crec")
-                                                 or view.group("drec"))
-  room_ok = view is None or not view.group("room") or _norm(view.group("room")) == _norm(
-      status.get("room", ""))
+  if not views:
+    return None
+  m = views[-1]
+  message = _norm(text[:m.start()])
+  if m.group("room"):
+    return _View("room", _norm(m.group("room")), message, _names(m.group("furniture"), "none"),
+                 _names(m.group("exits"), "none"))
+  if m.group("lrec"):
+    return _View("listing", _norm(m.group("lrec")), message,
+                 items=_names(m.group("items"), "nothing"))
+  if m.group("crec"):
+    return _View("closed", _norm(m.group("crec")), message)
+  return _View("dark", _norm(m.group("drec")), message)
+
+
+def _check(step: Step, prediction: str) -> CheckResult:
+  """Determined facts (status values, shown and excluded objects, the message,
+  the kind of view, and what it lists unless it is shown for the first time), revealed
+  facts (reported only), and rules on the prediction's content (_consistency,
+  plus _room_rules / _listing_rules for what is shown for the first time)."""
+  checks = step.checks
+  status = parse_status_line(prediction)
+  view = _parse_view(prediction)
+  ref = _parse_view(step.next_state)
+  new_room = checks.is_revealed_field("open")
+  first_look = checks.is_revealed_field("visible")
+  determined = {"format": status is not None and view is not None}
+  revealed: dict[str, bool] = {}
+  for key, value in checks.fields.items():
+    if key == "open":  # which containers are open, in any order.
+      ok = status is not None and set(_names(status.get(key, ""), "none")) == set(
+          _names(value, "none"))
+    elif key in _STATUS_KEYS:
+      ok = status is not None and _norm(status.get(key, "")) == _norm(value)
+    else:
+      ok = generic.states_field(prediction, key, value)
+    (revealed if checks.is_revealed_field(key) else determined)[f"field:{key}"] = ok
+  low = prediction.lower()
+  for item in checks.must_include:
+    kind = revealed if checks.is_revealed_include(item) else determined
+    kind[f"include:{item}"] = item.lower() in low
+  for item in checks.must_exclude:
+    determined[f"exclude:{item}"] = item.lower() not in low
+  if ref is not None:
+    # Messages never depend on hidden draws: names are judged by their form.
+    determined["message"] = view is not None and view.message == ref.message
+    determined["view"] = view is not None and (view.kind, view.place) == (ref.kind, ref.place)
+    same_kind = view is not None and view.kind == ref.kind
+    if ref.kind == "room":
+      (revealed if new_room else determined).update({
+          "view:furniture": same_kind and set(view.furniture) == set(ref.furniture),
+          "view:exits": same_kind and set(view.exits) == set(ref.exits)})
+    if ref.kind == "listing":
+      (revealed if first_look else determined)["view:items"] = (
+          same_kind and set(view.items) == set(ref.items))
+  constraints = _consistency(view, status)
+  if new_room:
+    constraints.update(_room_rules(view, status, parse_status_line(step.state) or {}))
+  if first_look:
+    constraints.update(_listing_rules(view))
+  return CheckResult(determined, revealed, constraints)
+
+
+def _consistency(view: _View | None, status: dict[str, str] | None) -> dict[str, bool]:
+  """The view agrees with at / room / visible / holding / open / progress."""
+  if status is None or view is None:
+    # Nothing is consistent without both (no vacuous passes on garbage).
+    return dict.fromkeys(_CONSISTENCY, False)
+  place = "center" if view.kind == "room" else view.place
   holding = _norm(status.get("holding", ""))
-  opened = [_norm(s) for s in status.get("open", "").split(",")]
-  closed_ok = view is None or not view.group("crec") or _norm(view.group("crec")) not in opened
+  opened = _names(status.get("open", ""), "none")
+  openable = view.kind != "room" and _FURNITURE.get(_furniture_kind(view.place) or "",
+                                                      ("", False))[1]
   prog = _PROGRESS.match(status.get("progress", ""))
-  return [
-      status.get("visible", "") == str(len(items)),
-      place is not None and _norm(place) == _norm(status.get("at", "")) and room_ok,
-      holding not in items and (holding == "nothing") == (_norm(status.get("state", "")) == "none"),
-      closed_ok,
-      prog is not None and int(prog.group(1)) <= int(prog.group(2)),
-  ]
+  return {
+      "visible_matches_view": status.get("visible", "") == str(len(view.items)),
+      "view_matches_status": place == _norm(status.get("at", "")) and (
+          view.kind != "room" or view.place == _norm(status.get("room", ""))),
+      "holding_consistent": holding not in view.items and (holding == "nothing") == (
+          _norm(status.get("state", "")) == "none"),
+      # A closed piece is not open; one whose contents show is open if it opens.
+      "open_matches_view": (view.place not in opened if view.kind == "closed"
+                            else view.place in opened if openable and view.kind != "dark"
+                            else True),
+      "progress_form": prog is not None and int(prog.group(1)) <= int(prog.group(2)),
+  }
+
+
+def _room_rules(view: _View | None, status: dict[str, str] | None,
+                before: dict[str, str]) -> dict[str, bool]:
+  """A room shown for the first time: furniture the room allows (the kitchen's
+  appliances included), exits to other rooms that lead back to the room the
+  agent came from, and open containers that add only this room's ones."""
+  room = view.place if view is not None and view.kind == "room" else ""
+  if room not in _ROOM_CHOICES or status is None:
+    return {"furniture_allowed": False, "exits_allowed": False, "open_extends_previous": False}
+  kinds = [_furniture_kind(n) for n in view.furniture]
+  came_from = _norm(before.get("room", ""))
+  previous = _names(before.get("open", ""), "none")
+  opened = _names(status.get("open", ""), "none")
+  added = [n for n in opened if n not in previous]
+  return {
+      "furniture_allowed": bool(kinds) and len(set(view.furniture)) == len(kinds)
+                           and all(k in _room_kinds(room) for k in kinds)
+                           and (room != "kitchen" or set(_KITCHEN_FIXED) <= set(kinds)),
+      "exits_allowed": bool(view.exits) and len(set(view.exits)) == len(view.exits)
+                       and all(e in _ROOM_CHOICES and e != room for e in view.exits)
+                       and came_from in view.exits,
+      "open_extends_previous": set(previous) <= set(opened) and all(
+          n in view.furniture and _FURNITURE[_furniture_kind(n)][1] for n in added),
+  }
+
+
+def _listing_rules(view: _View | None) -> dict[str, bool]:
+  """A first look: the listed things are objects of the world's kinds, each once."""
+  items = view.items if view is not None and view.kind == "listing" else None
+  return {"items_are_objects": items is not None and len(set(items)) == len(items)
+                               and all(_object_kind(i) for i in items)}

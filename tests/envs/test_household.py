@@ -1,4 +1,5 @@
-"""Tests of the household environment: determinism, expert, checks, steers."""
+"""Tests of the household environment: determinism, expert, checks, steers,
+revealed facts and the twin world."""
 
 import copy
 import random
@@ -12,6 +13,7 @@ from mdlm_wm.data.schema import Step
 from mdlm_wm.envs import household
 from mdlm_wm.envs.base import run_episode
 from mdlm_wm.envs.household import BROKEN, DARK, STICKY, HouseholdEnv
+from mdlm_wm.envs.twin import twin_next_states
 
 
 def _episodes(seeds, policy, steer=None):
@@ -21,7 +23,7 @@ def _episodes(seeds, policy, steer=None):
 
 def _corrupt_status(text, key, new):
   """Replaces the value of `key` in the trailing status line."""
-  out, n = re.subn(rf"({key}: )[^|\]]*", rf"\g<1>{new}", text)
+  out, n = re.subn(rf"({key}: )[^|\]]*?(?= \||\])", rf"\g<1>{new}", text)
   assert n == 1
   return out
 
@@ -111,19 +113,23 @@ def test_reference_states_score_one(policy):
       assert len(step.next_state) <= 1000
       assert generic.check_score(step.checks, step.next_state) == 1.0, step
       assert HouseholdEnv.state_check(ep.spec, step, step.next_state) == 1.0, step
+      assert HouseholdEnv.check(ep.spec, step, step.next_state).passed_all, step
 
 
-def _step_with_listing():
-  """A reference step whose view lists at least one object."""
+def _step_with_listing(first_look=False):
+  """A reference step whose view lists at least one object, shown for the
+  first time (its listing revealed) or not (its listing determined)."""
   for ep in _episodes(range(10), "expert"):
     for step in ep.steps:
-      if int(step.checks.fields["visible"]) >= 1:
+      if (int(step.checks.fields["visible"]) >= 1
+          and step.checks.is_revealed_field("visible") == first_look):
         return ep.spec, step
   raise AssertionError("no listing")
 
 
 def test_corrupted_predictions_score_lower():
   spec, step = _step_with_listing()
+  assert not step.checks.revealed
   text = step.next_state
   check = lambda pred: HouseholdEnv.state_check(spec, step, pred)
   assert check(text) == 1.0
@@ -250,3 +256,226 @@ def test_steered_experts_succeed():
   for steer in HouseholdEnv.steers:
     eps = _episodes(range(20), "expert", steer=steer)
     assert sum(ep.meta["success"] for ep in eps) >= 19, steer
+
+
+# ---- revealed facts, constraints and the twin world
+
+
+def _transitions(seeds, policies=("expert", "noisy", "random")):
+  return [(ep.spec, step) for policy in policies for ep in _episodes(seeds, policy)
+          for step in ep.steps]
+
+
+def _first_visits():
+  """Reference steps that show a room for the first time, other than the kitchen."""
+  out = [(spec, step) for spec, step in _transitions(range(15), ("expert",))
+         if step.checks.is_revealed_field("open") and step.checks.fields["room"] != "kitchen"]
+  assert out
+  return out
+
+
+def _replace_view_list(text, label, names):
+  """`label: a, b.` in a room view replaced by the given names."""
+  out, n = re.subn(rf"({label}: )[^.]*\.", rf"\g<1>{', '.join(names)}.", text)
+  assert n == 1
+  return out
+
+
+def _listing(text):
+  return re.search(r"you see: ([^.]*)\.", text).group(1).split(", ")
+
+
+def _relist(text, names):
+  """The listing replaced by `names`, with a matching `visible` count."""
+  old = f"you see: {', '.join(_listing(text))}."
+  out = text.replace(old, f"you see: {', '.join(names) or 'nothing'}.")
+  return _corrupt_status(out, "visible", len(names))
+
+
+def _other_kind(step, avoid):
+  """An object kind the step neither excludes nor shows."""
+  return next(k for k in household._KINDS
+              if k not in step.checks.must_exclude and k not in avoid
+              and k not in step.next_state)
+
+
+def test_steps_mark_what_is_shown_for_the_first_time():
+  env = HouseholdEnv()
+  spec, first = env.reset(2, steer="")
+  start = env._w.room
+  exit_ = env._w.exits[start][0]
+  there = env.step(f"go to {exit_}")
+  assert there.checks.revealed == ("open",)
+  back = env.step(f"go to {start}")
+  assert back.checks.revealed == ()
+  assert env.step(f"go to {exit_}").checks.revealed == ()
+  # First look at a piece that shows its contents: count and new objects revealed.
+  piece = next(n for n in env._w.furniture[exit_] if not env._w.recs[n].openable)
+  look = env.step(f"go to {piece}")
+  listed = set(_listing(look.next_state)) - {"nothing"}
+  assert set(look.checks.revealed) == {"visible"} | listed
+  assert env.step("look").checks.revealed == ()
+  env.step(f"go to {exit_}")
+  again = env.step(f"go to {piece}")
+  assert again.checks.revealed == () and set(_listing(again.next_state)) - {"nothing"} == listed
+
+
+def test_first_look_excludes_only_objects_seen_before():
+  """An unseen task object may lie anywhere a first look shows; elsewhere it is excluded."""
+  env = HouseholdEnv()
+  looks = others = 0
+  for seed in range(10):
+    env.reset(seed, steer="")
+    for _ in range(12):
+      unseen = [n for n in env._w.objs if n not in env._w.seen]
+      res = env.step(env.expert_action())
+      unseen = [n for n in unseen if n not in res.checks.must_include]
+      if res.checks.is_revealed_field("visible"):
+        looks += bool(unseen)
+        assert not set(unseen) & set(res.checks.must_exclude)
+      else:
+        others += bool(unseen)
+        assert set(unseen) <= set(res.checks.must_exclude)
+      if res.done:
+        break
+  assert looks and others
+
+
+def test_revealed_listing_predicted_wrongly_still_passes():
+  spec, step = _step_with_listing(first_look=True)
+  listed = _listing(step.next_state)
+  other = _other_kind(step, listed)
+  held = step.checks.fields["holding"]
+  keep = [n for n in listed if n not in step.checks.revealed]  # objects put there before
+  wrong = _relist(step.next_state, keep + [other])
+  result = HouseholdEnv.check(spec, step, wrong)
+  assert result.passed and not result.passed_all, result.failures()
+  assert not result.revealed["view:items"] and other != held
+  assert HouseholdEnv.state_check(spec, step, wrong) == 1.0
+
+
+def test_revealed_room_predicted_wrongly_still_passes():
+  spec, step = _first_visits()[0]
+  room = step.checks.fields["room"]
+  furniture = re.search(r"Furniture: ([^.]*)\.", step.next_state).group(1).split(", ")
+  other = [k for k in household._room_kinds(room)
+           if k not in household._NUMBERED and k not in furniture][:2]
+  wrong = _replace_view_list(step.next_state, "Furniture", other)
+  before = household.parse_status_line(step.state)["open"]
+  wrong = _corrupt_status(wrong, "open", before)
+  result = HouseholdEnv.check(spec, step, wrong)
+  assert result.passed and not result.passed_all, result.failures()
+  assert not result.revealed["view:furniture"]
+
+
+def test_wrong_determined_facts_fail():
+  for spec, step in (_step_with_listing(first_look=True), _step_with_listing()):
+    text = step.next_state
+    for key, value in (("progress", "7/9"), ("holding", "vase"), ("room", "attic")):
+      result = HouseholdEnv.check(spec, step, _corrupt_status(text, key, value))
+      assert not result.passed and f"determined:field:{key}" in result.failures()
+    wrong_msg = HouseholdEnv.check(spec, step, "You dance. " + text)
+    assert wrong_msg.failures() == ["determined:message"]
+  # A listing seen before is determined: another one fails even if consistent.
+  spec, step = _step_with_listing()
+  other = _other_kind(step, _listing(step.next_state))
+  result = HouseholdEnv.check(spec, step, _relist(step.next_state, [other]))
+  assert not result.passed and "determined:view:items" in result.failures()
+  # An object seen elsewhere may not appear in a first look.
+  for spec, step in _transitions(range(20)):
+    seen = [n for n in step.checks.must_exclude if n != "Error:"]
+    if step.checks.is_revealed_field("visible") and seen:
+      wrong = _relist(step.next_state, _listing(step.next_state) + seen[:1])
+      assert f"determined:exclude:{seen[0]}" in HouseholdEnv.check(spec, step, wrong).failures()
+      return
+  raise AssertionError("no first look after an object was seen")
+
+
+def test_invented_content_breaking_the_rules_fails():
+  spec, step = _step_with_listing(first_look=True)
+  bogus = HouseholdEnv.check(spec, step, _relist(step.next_state, ["banana"]))
+  assert bogus.failures() == ["constraint:items_are_objects"]
+  twice = _listing(step.next_state)[:1] * 2
+  assert "constraint:items_are_objects" in HouseholdEnv.check(
+      spec, step, _relist(step.next_state, twice)).failures()
+  miscounted = _corrupt_status(step.next_state, "visible", len(_listing(step.next_state)) + 1)
+  assert "constraint:visible_matches_view" in HouseholdEnv.check(
+      spec, step, miscounted).failures()
+
+  spec, step = _first_visits()[0]
+  text = step.next_state
+  furniture = re.search(r"Furniture: ([^.]*)\.", text).group(1).split(", ")
+  exits = re.search(r"Exits: ([^.]*)\.", text).group(1).split(", ")
+  came_from = household.parse_status_line(step.state)["room"]
+  cases = {
+      "furniture_allowed": _replace_view_list(text, "Furniture", furniture + ["fridge"]),
+      "exits_allowed": _replace_view_list(
+          text, "Exits", [e for e in exits if e != came_from] + ["garage"]),
+      "open_extends_previous": _corrupt_status(text, "open", "safe"),
+  }
+  for name, wrong in cases.items():
+    result = HouseholdEnv.check(spec, step, wrong)
+    assert f"constraint:{name}" in result.failures(), (name, result.failures())
+    assert not result.passed
+
+
+def test_names_are_judged_by_form_not_by_hidden_pieces():
+  """Errors about furniture or rooms elsewhere read alike whether or not they exist."""
+  env = HouseholdEnv()
+  checked = 0
+  for seed in range(30):
+    env.reset(seed, steer="")
+    w = env._w
+    target = w.task.target
+    if w.recs[target].room == w.room:
+      continue
+    missing = next(f"shelf {n}" for n in range(1, 9) if f"shelf {n}" not in w.recs)
+    for place in (target, missing):
+      res = env.step(f"go to {place}")
+      assert res.next_state.startswith(f"Error: the {place} is not in the {w.room}.")
+      res = env.step(f"open {place}" if "shelf" not in place else f"examine {place}")
+      assert res.next_state.startswith(f"Error: you are not at the {place}.") or (
+          "cannot be opened" in res.next_state)
+    far = [r for r in household._ROOM_CHOICES if r != w.room and r not in w.exits[w.room]]
+    for room in far:
+      assert env.step(f"go to {room}").next_state.startswith(
+          f"Error: the {room} is not an exit of the {w.room}.")
+    checked += 1
+  assert checked >= 10
+
+
+def test_twin_world_passes_the_original_checks():
+  passed = total = differs = 0
+  for policy in ("expert", "noisy", "random"):
+    for steer in (None, DARK):
+      for ep in _episodes(range(6), policy, steer=steer):
+        for step, twin in zip(ep.steps, twin_next_states(ep)):
+          total += 1
+          passed += HouseholdEnv.check(ep.spec, step, twin).passed
+          if not step.checks.revealed:
+            assert twin == step.next_state  # nothing new drawn: the same world
+          differs += twin != step.next_state
+  assert passed >= 0.99 * total
+  # fork_hidden re-draws: some first sights differ in the twin.
+  assert differs >= 5
+
+
+def test_fork_hidden_keeps_what_was_shown():
+  """A twin forked after a few steps keeps the rooms shown so far and draws a
+  room not yet visited anew (differently for some seed)."""
+  env = HouseholdEnv()
+  redrawn = 0
+  for seed in range(10):
+    env.reset(seed, steer="")
+    env.step(env.expert_action())
+    room = env._w.room
+    new = next((r for r in env._w.exits[room] if r not in env._w.furniture), None)
+    if new is None:
+      continue
+    twin = copy.deepcopy(env)
+    twin.fork_hidden("twin1")
+    a, b = env.step(f"go to {new}"), twin.step(f"go to {new}")
+    assert a.checks.revealed == b.checks.revealed == ("open",)
+    assert twin._w.furniture[room] == env._w.furniture[room]
+    redrawn += twin._w.furniture[new] != env._w.furniture[new]
+  assert redrawn >= 2
