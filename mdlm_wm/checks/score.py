@@ -2,12 +2,13 @@
 
 A prediction is graded on the union of two checkers' entries (checks/result.py):
 the generic SCHEMA `checks`, split into determined and revealed facts by
-`checks.revealed`, and, for a built-in environment, its own `Env.check`
-(determined facts, revealed facts and constraints on revealed content). The
-environment's entry wins where both name the same fact (`field:location`),
-so a fact both checkers read counts once. Real environments (`family/task`)
-and unregistered names are graded on the generic checks alone, as before:
-their engines need not be installed to score their corpora.
+`checks.revealed`, and the environment's own `Env.check` (determined facts,
+revealed facts and constraints on revealed content) for a built-in or a real
+(`family/task`) environment; a real family's checker lives with its adapter,
+so scoring its transitions needs its engine installed (an ImportError names
+the extra). The environment's entry wins where both name the same fact
+(`field:location`), so a fact both checkers read counts once. Other
+environment names (a user's own data) are graded on the generic checks.
 """
 
 from __future__ import annotations
@@ -15,12 +16,13 @@ from __future__ import annotations
 from mdlm_wm.checks.generic import check_score, generic_result
 from mdlm_wm.checks.result import CheckResult
 from mdlm_wm.data.schema import Spec, Step
-from mdlm_wm.envs import base
+from mdlm_wm.envs import adapters, base
 
 
 def env_result(env: str, spec: Spec, step: Step, prediction: str) -> CheckResult | None:
-  """The environment's own check (`Env.check`), None for unregistered names."""
-  if env not in base.env_names():
+  """The environment's own check (`Env.check`), None for names that are
+  neither built-in nor real."""
+  if env not in base.env_names() and not adapters.is_real(env):
     return None
   return base.check_fn(env)(spec, step, prediction)
 
@@ -42,7 +44,7 @@ def score_prediction(env: str, spec: Spec, step: Step, prediction: str) -> dict[
 
   `checks`: the fraction of the step's SCHEMA checks right (determined and
   revealed alike); `env`: the environment's own `check(...).score` (only for
-  a registered environment); `pass`: 1.0 when every determined fact is right
+  a built-in or real environment); `pass`: 1.0 when every determined fact is right
   and every constraint on revealed content holds (both checkers);
   `pass_all`: `pass` and every revealed fact equal to the reference's draw
   (the old every-fact pass); `determined_acc`: the fraction of determined

@@ -112,3 +112,21 @@ def test_old_format_files_validate_and_score_as_before(write_jsonl, prediction):
   old_pass = float(check_score(step.checks, prediction) == 1.0)
   assert out["pass"] == out["pass_all"] == old_pass
   assert out["determined_acc"] == out["checks"] and out["revealed_valid"] == 1.0
+
+
+def test_real_environments_are_graded_by_their_adapter_check(monkeypatch):
+  from mdlm_wm.envs import adapters
+  from mdlm_wm.envs.adapters.base import RealEnv
+  # The adapters' shared checker, without importing any engine.
+  monkeypatch.setattr(adapters, "env_class", lambda family: RealEnv)
+  checks = Checks(fields={"location": "cellar", "score": "0"}, revealed=("location",))
+  step = Step("You are in the hall.\n[location: hall | score: 0]", "go down",
+              "You are in the cellar.\n[location: cellar | score: 0]", checks=checks)
+  spec = Spec("You are in the hall.\n[location: hall | score: 0]", "Explore.")
+  invented = score_prediction("textworld/explore", spec, step,
+                              "You are in the attic.\n[location: attic | score: 0]")
+  assert "env" in invented and invented["pass"] == 1.0 and invented["pass_all"] == 0.0
+  # A "new" room that is the one you were in breaks the adapters' constraint.
+  stayed = score_prediction("textworld/explore", spec, step,
+                            "You are in the hall.\n[location: hall | score: 0]")
+  assert stayed["pass"] == 0.0 and stayed["revealed_valid"] < 1.0 and stayed["determined_acc"] == 1.0
