@@ -226,6 +226,12 @@ def _object_kind(name: str) -> str | None:
   return kind if kind in _KINDS and number.isdigit() and not number.startswith("0") else None
 
 
+def _opens(name: str) -> bool:
+  """Whether a furniture name is of a kind that opens and closes."""
+  kind = _furniture_kind(name)
+  return kind is not None and _FURNITURE[kind][1]
+
+
 def _room_kinds(room: str) -> list[str]:
   """Furniture kinds a room allows (the kitchen's appliances first)."""
   fixed = list(_KITCHEN_FIXED) if room == "kitchen" else []
@@ -563,27 +569,26 @@ class HouseholdEnv(Env):
     if success:
       msg += " Task complete."
     checks = self._checks(mentions, extra, valid, new_room, first_look)
+    w.seen.update(_visible(w))
     return StepResult(_render(w, msg), 1.0 if success else 0.0, success, checks, valid,
                       {"success": success} if success else {})
 
   def _checks(self, mentions: tuple[str, ...], extra: Mapping[str, str], valid: bool,
               new_room: bool, first_look: bool) -> Checks:
     """Facts of the next state: status values, the objects it shows (those
-    listed for the first time revealed) and the known objects it does not
-    show. A first look may list anything not seen elsewhere, so only objects
-    seen before are excluded then."""
+    never listed before revealed) and the known objects it does not show. A
+    first look may list anything not seen elsewhere, so only objects seen
+    before are excluded then."""
     w = self._w
-    seen_before = set(w.seen)
     listed = _visible(w)
-    w.seen.update(listed)
     shown = set(listed) | set(mentions) | ({w.held} if w.held else set())
-    include = sorted(shown) + ([] if valid else ["Error:"])
+    error = ["Error:"]
     exclude = [n for n in sorted(w.objs)
-               if n not in shown and (n in seen_before or not first_look)]
-    revealed = [n for n in sorted(shown) if first_look and n in listed and n not in seen_before]
-    revealed += ["open"] if new_room else []
-    revealed += ["visible"] if first_look else []
-    return Checks(tuple(include), tuple(exclude + ([] if not valid else ["Error:"])),
+               if n not in shown and (n in w.seen or not first_look)]
+    revealed = [n for n in sorted(listed) if n not in w.seen] if first_look else []
+    revealed += (["open"] if new_room else []) + (["visible"] if first_look else [])
+    return Checks(tuple(sorted(shown) + ([] if valid else error)),
+                  tuple(exclude + (error if valid else [])),
                   {**_status(w), **extra}, tuple(revealed))
 
   def _place(self, name: str) -> str:
@@ -943,8 +948,6 @@ def _consistency(view: _View | None, status: dict[str, str] | None) -> dict[str,
   place = "center" if view.kind == "room" else view.place
   holding = _norm(status.get("holding", ""))
   opened = _names(status.get("open", ""), "none")
-  openable = view.kind != "room" and _FURNITURE.get(_furniture_kind(view.place) or "",
-                                                      ("", False))[1]
   prog = _PROGRESS.match(status.get("progress", ""))
   return {
       "visible_matches_view": status.get("visible", "") == str(len(view.items)),
@@ -952,10 +955,10 @@ def _consistency(view: _View | None, status: dict[str, str] | None) -> dict[str,
           view.kind != "room" or view.place == _norm(status.get("room", ""))),
       "holding_consistent": holding not in view.items and (holding == "nothing") == (
           _norm(status.get("state", "")) == "none"),
-      # A closed piece is not open; one whose contents show is open if it opens.
+      # A closed piece is not open; one the agent sees into is open if it opens.
       "open_matches_view": (view.place not in opened if view.kind == "closed"
-                            else view.place in opened if openable and view.kind != "dark"
-                            else True),
+                            else view.kind == "room" or not _opens(view.place)
+                            or view.place in opened),
       "progress_form": prog is not None and int(prog.group(1)) <= int(prog.group(2)),
   }
 
@@ -981,7 +984,7 @@ def _room_rules(view: _View | None, status: dict[str, str] | None,
                        and all(e in _ROOM_CHOICES and e != room for e in view.exits)
                        and came_from in view.exits,
       "open_extends_previous": set(previous) <= set(opened) and all(
-          n in view.furniture and _FURNITURE[_furniture_kind(n)][1] for n in added),
+          n in view.furniture and _opens(n) for n in added),
   }
 
 
