@@ -26,6 +26,19 @@ before discounts, pending orders), which depends on the whole session; list
 responses give their `count` (and an order's `subtotal`, `discount`, `total`)
 after the item list.
 
+What a world model can know: every response's facts are split (checks.revealed)
+into determined ones, which follow from the spec and the states so far, and
+revealed ones, which the DB shows for the first time: the products a search
+lists (ids, names, prices, stock) until the states fix its result, a product
+or order never shown, an order's lines before get_order, the outcome of an
+add whose stock no state showed, a new order's id before the ids are known.
+`check` grades determined facts and constraints on revealed content (a
+search lists products whose names contain the query, cheapest first, with
+catalogue ids, names and prices; counts and totals match the listed lines;
+a failed call changes nothing; a new order id is above every id shown).
+`_Known` is what the states so far have shown; `fork_hidden` re-draws
+everything outside it (the twin world of envs/twin.py).
+
 Steers: items frequently out of stock (the cheapest product of each kind the
 task needs, and about a third of the others, have stock 0: 409 on add; the
 expert buys the next cheapest); a 10% checkout discount (field `discount`);
@@ -39,8 +52,10 @@ import dataclasses
 import json
 import math
 import random
+import re
 from typing import Any
 
+from mdlm_wm.checks.result import CheckResult
 from mdlm_wm.data.schema import Checks, Spec, Step
 from mdlm_wm.envs.base import Env, StepResult, register
 from mdlm_wm.envs.toolcall import (ToolCallError, find_tool, format_tool_call, parse_tool_call,
@@ -72,6 +87,21 @@ REASONS = {"changed_mind": "changed their mind", "found_cheaper": "found it chea
 MAX_CART_LINES = 6
 MAX_RESULTS = 5
 TAIL = ("cart_count", "cart_total", "open_orders")
+STOCKS = (0, 1, 2, 3, 4, 5, 6, 8)
+# The catalogue's vocabulary, which invented products must use: ids P100-P999,
+# order ids O1000-O9999, names "[color] base".
+PRODUCT_ID = re.compile(r"P[1-9]\d\d")
+ORDER_ID = re.compile(r"O[1-9]\d{3}")
+NAMES = frozenset(n for bases in KINDS.values() for b in bases
+                  for n in (b, *(f"{c} {b}" for c in COLORS)))
+# Statuses each tool can answer besides 400 (a bad call or argument).
+OUTCOMES = {"search_products": {200}, "get_product": {200, 404}, "add_to_cart": {200, 404, 409},
+            "remove_from_cart": {200, 404}, "view_cart": {200}, "checkout": {201, 409, 503},
+            "list_orders": {200}, "get_order": {200, 404}, "cancel_order": {200, 404, 409},
+            "report_status": {200, 404}}
+# Share of the kinds no state has shown that a twin catalogue stocks (the
+# reset catalogue has 4-5 of the 10 kinds).
+KIND_PRESENT = 0.45
 
 STEER_OOS = "Items are frequently out of stock."
 STEER_DISCOUNT = "A 10% discount applies at checkout."
@@ -150,6 +180,50 @@ class _World:
   pay_attempts: int = 0
 
 
+@dataclasses.dataclass
+class _Known:
+  """What the spec and the states so far have shown: the facts a world model
+  can know. A response fact that does not follow from these is revealed, and
+  `fork_hidden` re-draws everything outside them."""
+  products: dict[str, tuple[str, int]] = dataclasses.field(default_factory=dict)  # name, cents
+  stock: dict[str, int] = dataclasses.field(default_factory=dict)  # as shown, kept up to date
+  fits: set[str] = dataclasses.field(default_factory=set)  # cart lines known to be in stock
+  no_product: set[str] = dataclasses.field(default_factory=set)  # ids answered 'unknown'
+  orders: set[str] = dataclasses.field(default_factory=set)  # order ids known to exist
+  statuses: dict[str, str] = dataclasses.field(default_factory=dict)
+  lines: set[str] = dataclasses.field(default_factory=set)  # orders whose lines were listed
+  no_order: set[str] = dataclasses.field(default_factory=set)
+  all_orders: bool = False  # list_orders was answered: every order id and status is known
+  top: int | None = None  # the highest order id, once known (list_orders or a checkout)
+  # Searches answered: (query, limit in cents or None, inclusive): every product
+  # whose name contains the query, priced below (or at) the limit, was listed.
+  closed: list[tuple[str, float | None, bool]] = dataclasses.field(default_factory=list)
+
+  def learn_product(self, pid: str, name: str, price: int) -> None:
+    self.products[pid] = (name, price)
+
+  def never_a_product(self, pid: str) -> bool:
+    """Whether the states fix that `pid` is no product (malformed or answered 404)."""
+    return not PRODUCT_ID.fullmatch(pid) or pid in self.no_product
+
+  def never_an_order(self, oid: str) -> bool:
+    return (not ORDER_ID.fullmatch(oid) or oid in self.no_order
+            or (self.all_orders and oid not in self.orders))
+
+  def search_fixed(self, query: str, cap: float | None) -> bool:
+    """Whether the states fix the result of this search: an earlier one, for a
+    part of the query, listed every product the result could reach."""
+    listed = sorted(price for name, price in self.products.values()
+                    if query in name and (cap is None or price <= cap))
+    # Every product no state showed must lie above `reach` (None: none may exist).
+    reach = listed[MAX_RESULTS - 1] if len(listed) >= MAX_RESULTS else cap
+    for q, limit, inclusive in self.closed:
+      if q in query and (limit is None or (reach is not None and (
+          limit >= reach if inclusive else limit > reach))):
+        return True
+    return False
+
+
 @dataclasses.dataclass(frozen=True)
 class _Task:
   kind: str  # buy | cancel | replace
@@ -169,10 +243,21 @@ class _Reply:
   facts: dict[str, str] = dataclasses.field(default_factory=dict)
   include: tuple[str, ...] = ()
   exclude: tuple[str, ...] = ()
+  # Names of facts (fact keys, include items, "status", tail keys) that are new
+  # hidden information: neither the spec nor any earlier state fixes them.
+  revealed: tuple[str, ...] = ()
 
   @property
   def valid(self) -> bool:
     return self.body["status"] < 300
+
+  def hidden(self, *tail: str, named: str = "") -> _Reply:
+    """This reply with its outcome revealed (it rests on a fact no state
+    showed): the status, every fact and mention but the id the call `named`
+    (every answer states it, an error too), and the tail fields that another
+    outcome would have moved."""
+    mentions = [s for s in self.include if s != named]
+    return dataclasses.replace(self, revealed=("status", *self.facts, *mentions, *tail))
 
 
 def _money(cents: int) -> float:
@@ -196,6 +281,20 @@ def _units(n: int, kind: str) -> str:
   return f"{n} {kind}" if n == 1 else f"{n} {kind}s"
 
 
+def _base(name: str) -> str:
+  """A product name without its color."""
+  first, _, rest = name.partition(" ")
+  return rest if first in COLORS else name
+
+
+def _draw_product(rng: random.Random, kind: str, base: str) -> tuple[str, int, int]:
+  """(name, price in cents, stock) of a new product of `kind`."""
+  name = f"{rng.choice(COLORS)} {base}" if rng.random() < 0.5 else base
+  lo, hi = PRICES[kind]
+  price = rng.randint(lo, hi) * 100 + rng.choice((0, 49, 50, 99))
+  return name, price, rng.choice(STOCKS)
+
+
 @register
 class ShopEnv(Env):
   name = "shop"
@@ -205,7 +304,13 @@ class ShopEnv(Env):
   # ------------------------------------------------------------------ reset
 
   def reset(self, seed: int, steer: str | None = None) -> tuple[Spec, str]:
+    # The task text (its budget prices the needed kinds, a cancel names a
+    # product of a pending order), s0 (open_orders counts the pending orders)
+    # and the policies (the expert's cheapest plan, random ids) need the whole
+    # DB, so it is drawn here; what no state shows stays hidden, and a twin
+    # re-draws it from its own stream (fork_hidden).
     rng = random.Random(f"{self.name}/{seed}")
+    self._seed, self._stream = seed, "world"
     self._steer = self.resolve_steer(seed, steer)
     products = self._make_products(rng)
     orders = self._make_orders(rng, products)
@@ -216,6 +321,7 @@ class ShopEnv(Env):
     # the same world and task text with and without a steer.
     if self._steer == STEER_OOS:
       self._force_out_of_stock(random.Random(f"{self.name}/{seed}/oos"))
+    self._k = self._known_at_reset()
     obs = self._render(self._cart_reply())
     rules = (
         "Responses are JSON with an HTTP-like status; every response ends with cart_count "
@@ -235,16 +341,28 @@ class ShopEnv(Env):
     return spec, obs
 
 
+  def _known_at_reset(self) -> _Known:
+    """s0 shows the cart; the task text names an order by id (not a cancel by
+    product name). Without the out-of-stock steer the reset cart fits the
+    stock (it is drawn from stocked products), and a model may rely on it."""
+    k = _Known()
+    for pid in self._w.cart:
+      p = self._w.products[pid]
+      k.learn_product(pid, p.name, p.price)
+    if self._steer != STEER_OOS:
+      k.fits = set(self._w.cart)
+    if self._task.order_id and not self._task.by_name:
+      k.orders.add(self._task.order_id)
+    return k
+
   @staticmethod
   def _make_products(rng: random.Random) -> dict[str, _Product]:
     kinds = rng.sample(sorted(KINDS), rng.randint(4, 5))
     specs = []
     for kind in kinds:
       for base in rng.sample(KINDS[kind], rng.randint(2, 3)):
-        name = f"{rng.choice(COLORS)} {base}" if rng.random() < 0.5 else base
-        lo, hi = PRICES[kind]
-        price = rng.randint(lo, hi) * 100 + rng.choice((0, 49, 50, 99))
-        specs.append((name, kind, price, rng.choice((0, 1, 2, 3, 4, 5, 6, 8))))
+        name, price, stock = _draw_product(rng, kind, base)
+        specs.append((name, kind, price, stock))
     ids = rng.sample(range(100, 1000), len(specs))
     products = [_Product(f"P{i}", *s) for i, s in zip(ids, specs)]
     return {p.id: p for p in sorted(products, key=lambda p: p.id)}
@@ -374,7 +492,9 @@ class ShopEnv(Env):
   def _checks(self, reply: _Reply) -> Checks:
     fields = {"status": str(reply.body["status"]), **reply.facts}
     fields.update({k: _fact(v) for k, v in self._tail().items()})
-    return Checks(must_include=reply.include, must_exclude=reply.exclude, fields=fields)
+    revealed = [n for n in reply.revealed if n in fields or n in reply.include]
+    return Checks(must_include=reply.include, must_exclude=reply.exclude, fields=fields,
+                  revealed=tuple(dict.fromkeys(revealed)))
 
   def _cart_value(self) -> int:
     return sum(self._w.products[p].price * q for p, q in self._w.cart.items())
@@ -383,8 +503,15 @@ class ShopEnv(Env):
     p = self._w.products[pid]
     return {"id": pid, "name": p.name, "price": _money(p.price), "qty": qty}
 
-  def _others(self, shown) -> tuple[str, ...]:
-    return tuple(pid for pid in self._w.products if pid not in shown)
+  def _known_others(self, shown) -> tuple[str, ...]:
+    """Products the states showed that are not in `shown`: a list the states
+    fix must not mention them (ids no state showed a model cannot avoid)."""
+    return tuple(pid for pid in sorted(self._k.products) if pid not in shown)
+
+  def _learn_lines(self, lines) -> None:
+    for pid in lines:
+      p = self._w.products[pid]
+      self._k.learn_product(pid, p.name, p.price)
 
   # ------------------------------------------------------------------ tools
 
@@ -392,49 +519,98 @@ class ShopEnv(Env):
     q = query.strip().lower()
     if not q:
       return _error(400, "query must not be empty")
-    hits = [p for p in self._all_by_price() if q in p.name]
-    shown = [p for p in hits if max_price is None or p.price <= max_price * 100][:MAX_RESULTS]
+    cap = None if max_price is None else max_price * 100
+    shown = [p for p in self._all_by_price()
+             if q in p.name and (cap is None or p.price <= cap)][:MAX_RESULTS]
     self._w.seen_products.update(p.id for p in shown)
     items = [{"id": p.id, "name": p.name, "price": _money(p.price), "stock": p.stock}
              for p in shown]
     ids = tuple(p.id for p in shown)
-    return _Reply({"status": 200, "items": items, "count": len(items)},
-                  {"count": str(len(items))}, ids,
-                  tuple(p.id for p in hits if p.id not in ids))
+    k = self._k
+    fixed = k.search_fixed(q, cap)
+    # Known products the result cannot list (all the others when it is fixed).
+    absent = tuple(pid for pid in self._known_others(ids)
+                   if fixed or q not in k.products[pid][0]
+                   or (cap is not None and k.products[pid][1] > cap))
+    reply = _Reply({"status": 200, "items": items, "count": len(items)},
+                   {"count": str(len(items))}, ids, absent, () if fixed else ("count", *ids))
+    for p in shown:
+      k.learn_product(p.id, p.name, p.price)
+      k.stock[p.id] = p.stock
+    limit, inclusive = (cap, True) if len(shown) < MAX_RESULTS else (shown[-1].price, False)
+    k.closed.append((q, limit, inclusive))
+    return reply
 
   def _all_by_price(self) -> list[_Product]:
     return sorted(self._w.products.values(), key=lambda p: (p.price, p.id))
 
+  def _unknown_product(self, product_id: str, *tail: str) -> _Reply:
+    reply = _error(404, f"unknown product '{product_id}'")
+    fixed = self._k.never_a_product(product_id)
+    if PRODUCT_ID.fullmatch(product_id):
+      self._k.no_product.add(product_id)
+    return reply if fixed else reply.hidden(*tail)
+
   def _do_get_product(self, product_id: str) -> _Reply:
     p = self._w.products.get(product_id)
     if p is None:
-      return _error(404, f"unknown product '{product_id}'")
+      return self._unknown_product(product_id)
     self._w.seen_products.add(p.id)
     body = {"status": 200, "id": p.id, "name": p.name, "kind": p.kind,
             "price": _money(p.price), "stock": p.stock}
-    return _Reply(body, {k: _fact(v) for k, v in body.items() if k != "status"}, (p.id,))
+    reply = _Reply(body, {k: _fact(v) for k, v in body.items() if k != "status"}, (p.id,))
+    k = self._k
+    if p.id not in k.products:
+      reply = reply.hidden(named=p.id)
+    elif p.id not in k.stock:
+      reply = dataclasses.replace(reply, revealed=("stock",))
+    k.learn_product(p.id, p.name, p.price)
+    k.stock[p.id] = p.stock
+    return reply
 
   def _do_add_to_cart(self, product_id: str, quantity: int) -> _Reply:
-    p = self._w.products.get(product_id)
+    k = self._k
+    full = product_id not in self._w.cart and len(self._w.cart) >= MAX_CART_LINES
+    # A known product's outcome rests on its stock (or on a full cart); an id no
+    # state showed may or may not be a product.
+    if product_id in k.products:
+      fixed = full or product_id in k.stock
+    else:
+      fixed = k.never_a_product(product_id)
+    reply = self._add(product_id, quantity, full)
+    return reply if fixed else reply.hidden("cart_count", "cart_total")
+
+  def _add(self, product_id: str, quantity: int, full: bool) -> _Reply:
+    p, k = self._w.products.get(product_id), self._k
     if p is None:
-      return _error(404, f"unknown product '{product_id}'")
-    have = self._w.cart.get(p.id, 0)
-    if not have and len(self._w.cart) >= MAX_CART_LINES:
+      return self._unknown_product(product_id)
+    if full:
       return _error(409, f"cart is full ({MAX_CART_LINES} products)")
-    if p.stock == 0:
-      return _error(409, f"product {p.id} is out of stock")
+    have = self._w.cart.get(p.id, 0)
     if have + quantity > p.stock:
-      return _error(409, f"only {p.stock} of {p.id} in stock")
+      if p.id in k.products:
+        k.stock[p.id] = p.stock
+      message = (f"product {p.id} is out of stock" if p.stock == 0
+                 else f"only {p.stock} of {p.id} in stock")
+      return _error(409, message)
     self._w.cart = dict(sorted({**self._w.cart, p.id: have + quantity}.items()))
-    return self._cart_reply()
+    reply = self._cart_reply()
+    k.learn_product(p.id, p.name, p.price)
+    k.fits.add(p.id)
+    return reply
 
   def _do_remove_from_cart(self, product_id: str) -> _Reply:
+    if product_id in self._w.cart:
+      del self._w.cart[product_id]
+      self._k.fits.discard(product_id)
+      return self._cart_reply()
     if product_id not in self._w.products:
-      return _error(404, f"unknown product '{product_id}'")
-    if product_id not in self._w.cart:
-      return _error(404, f"product {product_id} is not in the cart")
-    del self._w.cart[product_id]
-    return self._cart_reply()
+      # 404 either way; which message rests on whether the id is a product.
+      reply = self._unknown_product(product_id)
+      return dataclasses.replace(reply, revealed=tuple(n for n in reply.revealed if n != "status"))
+    reply = _error(404, f"product {product_id} is not in the cart")
+    return reply if product_id in self._k.products else dataclasses.replace(
+        reply, revealed=("error",))
 
   def _do_view_cart(self) -> _Reply:
     return self._cart_reply()
@@ -442,14 +618,21 @@ class ShopEnv(Env):
   def _cart_reply(self) -> _Reply:
     items = [self._line(pid, q) for pid, q in self._w.cart.items()]
     return _Reply({"status": 200, "items": items}, {}, tuple(self._w.cart),
-                  self._others(self._w.cart))
+                  self._known_others(self._w.cart))
 
   def _do_checkout(self, payment_method: str) -> _Reply:
-    w = self._w
+    w, k = self._w, self._k
     if not w.cart:
       return _error(409, "cart is empty")
+    fixed = all(pid in k.fits or k.stock.get(pid, -1) >= q for pid, q in w.cart.items())
+    reply = self._checkout(payment_method)
+    return reply if fixed else reply.hidden(*TAIL)
+
+  def _checkout(self, payment_method: str) -> _Reply:
+    w, k = self._w, self._k
     short = [pid for pid, q in w.cart.items() if q > w.products[pid].stock]
     if short:
+      k.stock[short[0]] = w.products[short[0]].stock
       return _error(409, f"only {w.products[short[0]].stock} of {short[0]} in stock")
     if self._steer == STEER_FLAKY and w.pay_attempts == 0:
       w.pay_attempts += 1
@@ -457,58 +640,206 @@ class ShopEnv(Env):
     w.pay_attempts += 1
     subtotal = self._cart_value()
     discount = (subtotal + 5) // 10 if self._steer == STEER_DISCOUNT else 0
-    oid = f"O{max(int(o[1:]) for o in w.orders) + 1}"
+    top = max(int(o[1:]) for o in w.orders)
+    oid = f"O{top + 1}"
     order = _Order(oid, dict(w.cart), payment_method, "pending", subtotal, discount, new=True)
+    # The new id is the highest + 1: fixed once the ids are known.
+    reply = self._order_reply(order, 201, () if k.top is not None else ("order_id",))
     for pid, q in w.cart.items():
       w.products[pid].stock -= q
+      if pid in k.stock:
+        k.stock[pid] -= q
     w.orders[oid] = order
     w.cart = {}
     w.viewed_orders.add(oid)
-    return self._order_reply(order, 201)
+    # The id shows the highest one before it, which exists.
+    k.orders.update((f"O{top}", oid))
+    k.statuses[oid] = "pending"
+    k.lines.add(oid)
+    k.top = top + 1
+    k.fits.clear()
+    return reply
 
-  def _order_reply(self, o: _Order, status: int) -> _Reply:
+  def _order_reply(self, o: _Order, status: int, revealed: tuple[str, ...]) -> _Reply:
+    """`revealed`: the facts no state fixed ("lines" stands for the lines,
+    their count, the payment and the amounts)."""
     items = [self._line(pid, q) for pid, q in o.lines.items()]
     body = {"status": status, "order_id": o.id, "order_status": o.status, "payment": o.payment,
             "items": items, "count": len(items), "subtotal": _money(o.subtotal),
             "discount": _money(o.discount), "total": _money(o.total)}
     facts = {k: _fact(v) for k, v in body.items() if k not in ("status", "items")}
-    return _Reply(body, facts, tuple(o.lines), self._others(o.lines))
+    lines_known = "lines" not in revealed
+    if not lines_known:
+      revealed = (*revealed, "payment", "count", "subtotal", "discount", "total", *o.lines)
+    return _Reply(body, facts, tuple(o.lines),
+                  self._known_others(o.lines) if lines_known else (), revealed)
 
   def _do_list_orders(self) -> _Reply:
-    self._w.listed_orders = True
-    orders = [{"order_id": o.id, "order_status": o.status} for o in self._w.orders.values()]
-    return _Reply({"status": 200, "orders": orders, "count": len(orders)},
-                  {"count": str(len(orders))}, tuple(self._w.orders))
+    w, k = self._w, self._k
+    w.listed_orders = True
+    orders = [{"order_id": o.id, "order_status": o.status} for o in w.orders.values()]
+    ids = tuple(w.orders)
+    revealed = () if k.all_orders else ("count", *(o for o in ids if o not in k.orders))
+    reply = _Reply({"status": 200, "orders": orders, "count": len(orders)},
+                   {"count": str(len(orders))}, ids, (), revealed)
+    k.all_orders = True
+    k.orders.update(ids)
+    k.statuses.update({o.id: o.status for o in w.orders.values()})
+    k.top = max(int(o[1:]) for o in ids)
+    return reply
+
+  def _unknown_order(self, order_id: str, *tail: str) -> _Reply:
+    reply = _error(404, f"unknown order '{order_id}'")
+    fixed = self._k.never_an_order(order_id)
+    if ORDER_ID.fullmatch(order_id):
+      self._k.no_order.add(order_id)
+    return reply if fixed else reply.hidden(*tail)
 
   def _do_get_order(self, order_id: str) -> _Reply:
-    o = self._w.orders.get(order_id)
+    o, k = self._w.orders.get(order_id), self._k
     if o is None:
-      return _error(404, f"unknown order '{order_id}'")
+      return self._unknown_order(order_id)
     self._w.viewed_orders.add(o.id)
-    return self._order_reply(o, 200)
+    revealed = ((() if o.id in k.statuses else ("order_status",))
+                + (() if o.id in k.lines else ("lines",)))
+    reply = self._order_reply(o, 200, revealed)
+    if o.id not in k.orders:
+      reply = reply.hidden()
+    k.orders.add(o.id)
+    k.statuses[o.id] = o.status
+    k.lines.add(o.id)
+    self._learn_lines(o.lines)
+    return reply
 
   def _do_cancel_order(self, order_id: str, reason: str) -> _Reply:
-    o = self._w.orders.get(order_id)
+    o, k = self._w.orders.get(order_id), self._k
     if o is None:
-      return _error(404, f"unknown order '{order_id}'")
+      return self._unknown_order(order_id, "open_orders")
+    status_known = o.id in k.statuses
+    k.orders.add(o.id)
     if not self._cancellable(o):
-      return _error(409, f"order {o.id} is {o.status}; it cannot be cancelled")
+      reply = _error(409, f"order {o.id} is {o.status}; it cannot be cancelled")
+      k.statuses[o.id] = o.status
+      return reply if status_known else reply.hidden("open_orders")
     o.status, o.reason = "cancelled", reason
     for pid, q in o.lines.items():
       self._w.products[pid].stock += q
     body = {"status": 200, "order_id": o.id, "order_status": o.status, "reason": reason,
             "refund": _money(o.total)}
-    return _Reply(body, {k: _fact(v) for k, v in body.items() if k != "status"}, (o.id,))
+    reply = _Reply(body, {k: _fact(v) for k, v in body.items() if k != "status"}, (o.id,))
+    if not status_known:
+      reply = reply.hidden("open_orders", named=o.id)
+    elif o.id not in k.lines:
+      reply = dataclasses.replace(reply, revealed=("refund",))
+    k.statuses[o.id] = o.status
+    if o.id in k.lines:
+      k.stock.update({pid: k.stock[pid] + q for pid, q in o.lines.items() if pid in k.stock})
+    else:  # the refunded stock went to lines no state showed
+      k.stock.clear()
+    return reply
 
   def _cancellable(self, o: _Order) -> bool:
     return o.status == "pending" or (o.status == "shipped" and self._steer == STEER_INTERCEPT)
 
   def _do_report_status(self, order_id: str, order_status: str) -> _Reply:
     if order_id not in self._w.orders:
-      return _error(404, f"unknown order '{order_id}'")
+      return self._unknown_order(order_id)
     self._w.reports[order_id] = order_status
     body = {"status": 200, "order_id": order_id, "reported": order_status}
-    return _Reply(body, {"order_id": order_id, "reported": order_status}, (order_id,))
+    reply = _Reply(body, {"order_id": order_id, "reported": order_status}, (order_id,))
+    fixed = order_id in self._k.orders
+    self._k.orders.add(order_id)
+    return reply if fixed else reply.hidden(named=order_id)
+
+  # ------------------------------------------------------------------- twin
+
+  def fork_hidden(self, stream: str) -> None:
+    """Re-draws, from `stream`, every fact no state has shown: the products no
+    state listed (within what the answered searches rule out), unknown stock,
+    the orders no state named, unknown statuses (keeping open_orders) and
+    unlisted order lines."""
+    self._stream = stream
+    self._redraw_products()
+    self._redraw_orders()
+
+  def _rng(self, what: str) -> random.Random:
+    return random.Random(f"{self.name}/{self._seed}/{self._stream}/{what}")
+
+  def _draw_stock(self, rng: random.Random, floor: int) -> int:
+    return max(rng.choice(STOCKS), floor)
+
+  def _redraw_products(self) -> None:
+    k, w = self._k, self._w
+    kept = {pid: p for pid, p in w.products.items() if pid in k.products}
+    for pid, p in kept.items():
+      if pid not in k.stock:
+        p.stock = self._draw_stock(self._rng(f"stock/{pid}"),
+                                   w.cart.get(pid, 0) if pid in k.fits else 0)
+    taken = set(kept) | k.no_product
+    needed = {kind for kind, _ in self._task.needs}
+    new = []
+    for kind in sorted(KINDS):
+      rng = self._rng(f"kind/{kind}")
+      mine = [p for p in kept.values() if p.kind == kind]
+      if not (mine or kind in needed or rng.random() < KIND_PRESENT):
+        continue
+      used = {_base(p.name) for p in mine}
+      free = [b for b in KINDS[kind] if b not in used]
+      for base in rng.sample(free, max(0, min(len(free), rng.randint(2, 3) - len(mine)))):
+        p = self._new_product(rng, kind, base, taken)
+        if p is not None:
+          new.append(p)
+          taken.add(p.id)
+    w.products = {p.id: p for p in sorted([*kept.values(), *new], key=lambda p: p.id)}
+
+  def _new_product(self, rng: random.Random, kind: str, base: str,
+                   taken: set[str]) -> _Product | None:
+    """A product no state showed; None when every try would have been listed
+    by an answered search (which showed all its matches up to its limit)."""
+    for _ in range(4):
+      name, price, stock = _draw_product(rng, kind, base)
+      if not any(q in name and (limit is None or price <= limit)
+                 for q, limit, _inclusive in self._k.closed):
+        ids = [f"P{i}" for i in range(100, 1000) if f"P{i}" not in taken]
+        return _Product(rng.choice(ids), name, kind, price, stock)
+    return None
+
+  def _redraw_orders(self) -> None:
+    k, w = self._k, self._w
+    # The task's own order stays (its goal refers to it) but is re-drawn like
+    # any order whose id a state showed.
+    named = k.orders | {self._task.order_id} if self._task.order_id else k.orders
+    kept = {oid: o for oid, o in w.orders.items() if oid in named}
+    open_orders = sum(o.status == "pending" for o in w.orders.values())
+    rng = self._rng("orders")
+    unsure = [oid for oid in kept if oid not in k.statuses]
+    pending = open_orders - sum(k.statuses.get(oid) == "pending" for oid in kept)
+    new_ids = []
+    if not k.all_orders:
+      bound = k.top if k.top is not None else 9000
+      free = [i for i in range(1000, bound)
+              if f"O{i}" not in kept and f"O{i}" not in k.no_order]
+      n = min(len(free), max(rng.randint(2, 4), pending - len(unsure)))
+      new_ids = [f"O{i}" for i in sorted(rng.sample(free, n))]
+    unsure += new_ids
+    pending_ids = set(rng.sample(unsure, pending))
+    statuses = {oid: "pending" if oid in pending_ids else rng.choice(STATUSES[1:])
+                for oid in unsure}
+    orders = dict(kept)
+    for oid in sorted(kept.keys() | set(new_ids)):
+      o = orders.get(oid) or _Order(oid, {}, "", "", 0)
+      if oid not in k.lines:
+        o = self._new_lines(o)
+      orders[oid] = dataclasses.replace(o, status=statuses.get(oid, o.status))
+    w.orders = dict(sorted(orders.items()))
+
+  def _new_lines(self, o: _Order) -> _Order:
+    rng = self._rng(f"order/{o.id}")
+    pids = sorted(rng.sample(sorted(self._w.products), rng.randint(1, 2)))
+    lines = {pid: rng.randint(1, 2) for pid in pids}
+    subtotal = sum(self._w.products[p].price * q for p, q in lines.items())
+    return dataclasses.replace(o, lines=lines, payment=rng.choice(PAYMENTS),
+                               subtotal=subtotal, discount=0)
 
   # ------------------------------------------------------------------- goal
 
@@ -627,61 +958,42 @@ class ShopEnv(Env):
           "cancel_order", {"order_id": rng.choice(closed), "reason": "changed_mind"}))
     return rng.choice(options)()
 
+
   # ----------------------------------------------------------------- check
+
+  @classmethod
+  def check(cls, spec: Spec, step: Step, prediction: str) -> CheckResult:
+    """Determined facts: the response is a JSON object ending in the session
+    summary (`format`), the recorded fields and mentions not marked revealed,
+    every exclusion. Revealed facts: the rest, reported only. Constraints: what
+    any answer to the call must satisfy (_constraints)."""
+    obj = _object(prediction)
+    low = prediction.lower() if isinstance(prediction, str) else ""
+    checks = step.checks
+    determined = {"format": obj is not None and list(obj)[-len(TAIL):] == list(TAIL)}
+    revealed = {}
+    obj = obj or {}
+    for key, value in checks.fields.items():
+      ok = key in obj and _fact(obj[key]) == value
+      (revealed if checks.is_revealed_field(key) else determined)[f"field:{key}"] = ok
+    for item in checks.must_include:
+      ok = item.lower() in low
+      (revealed if checks.is_revealed_include(item) else determined)[f"include:{item}"] = ok
+    for item in checks.must_exclude:
+      determined[f"exclude:{item}"] = item.lower() not in low
+    return CheckResult(determined, revealed, _constraints(spec, step, obj))
 
   @staticmethod
   def state_check(spec: Spec, step: Step, prediction: str) -> float:
-    """Parsed JSON facts vs the recorded fields, mentions, and the arithmetic
-    the generic checker cannot do (counts and totals against the listed lines)."""
-    try:
-      obj = json.loads(prediction)
-    except (ValueError, TypeError, RecursionError):
-      obj = None
-    if not isinstance(obj, dict):
-      obj = {}
-    low = prediction.lower() if isinstance(prediction, str) else ""
-    results = [bool(obj), list(obj)[-len(TAIL):] == list(TAIL)]
-    results += [k in obj and _fact(obj[k]) == v for k, v in step.checks.fields.items()]
-    results += [s.lower() in low for s in step.checks.must_include]
-    # One sub-check for all exclusions: garbage trivially lacks every id, and
-    # should not score for it line by line.
-    results.append(all(s.lower() not in low for s in step.checks.must_exclude))
-    results += _consistency(obj)
-    return sum(results) / len(results)
+    return ShopEnv.check(spec, step, prediction).score
 
 
-def _line_sum(items: Any) -> float | None:
-  """Sum of price * qty over listed lines; None when the lines are malformed."""
+def _object(text: Any) -> dict | None:
   try:
-    return sum(float(it["price"]) * int(it["qty"]) for it in items)
-  except (TypeError, ValueError, KeyError, OverflowError):
+    obj = json.loads(text)
+  except (ValueError, TypeError, RecursionError):
     return None
-
-
-def _close(a: Any, b: Any) -> bool:
-  try:
-    return abs(float(a) - float(b)) < 0.01
-  except (TypeError, ValueError, OverflowError):
-    return False
-
-
-def _consistency(obj: dict) -> list[bool]:
-  """Internal checks of one response: the listed lines against its counts and totals."""
-  items = obj.get("items")
-  if "orders" in obj:
-    return [isinstance(obj["orders"], list) and obj.get("count") == len(obj["orders"])]
-  if not isinstance(items, list):
-    return []
-  if "order_id" in obj:
-    subtotal = _line_sum(items)
-    return [obj.get("count") == len(items),
-            subtotal is not None and _close(subtotal, obj.get("subtotal")),
-            _close(_num(obj.get("subtotal")) - _num(obj.get("discount")), obj.get("total"))]
-  if "count" in obj:  # search results
-    return [obj["count"] == len(items)]
-  total = _line_sum(items)
-  return [obj.get("cart_count") == len(items),
-          total is not None and _close(total, obj.get("cart_total"))]
+  return obj if isinstance(obj, dict) else None
 
 
 def _num(value: Any) -> float:
@@ -692,3 +1004,194 @@ def _num(value: Any) -> float:
     return float(value)
   except OverflowError:
     return math.nan
+
+
+def _int(value: Any) -> int | None:
+  return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def _close(a: Any, b: Any) -> bool:
+  return abs(_num(a) - _num(b)) < 0.005
+
+
+def _priced(name: Any, price: Any) -> bool:
+  """A catalogue name with a price in its kind's range."""
+  if name not in NAMES:
+    return False
+  lo, hi = PRICES[name.split()[-1]]
+  return lo <= _num(price) <= hi + 0.99
+
+
+def _product_ok(item: Any, extra: str) -> bool:
+  """A listed product: catalogue id, name and price, and a whole `extra`
+  (qty >= 1 on cart and order lines, stock >= 0 in searches)."""
+  if not isinstance(item, dict) or not isinstance(item.get("id"), str):
+    return False
+  n = _int(item.get(extra))
+  return (bool(PRODUCT_ID.fullmatch(item["id"])) and _priced(item.get("name"), item.get("price"))
+          and n is not None and n >= (1 if extra == "qty" else 0))
+
+
+def _products_shown(obj: dict) -> dict[str, tuple[Any, Any]]:
+  """id -> (name, price) of every product a response lists."""
+  items = obj.get("items")
+  listed = [it for it in items if isinstance(it, dict)] if isinstance(items, list) else []
+  if "kind" in obj:
+    listed.append(obj)
+  return {it["id"]: (it.get("name"), it.get("price")) for it in listed
+          if isinstance(it.get("id"), str)}
+
+
+def _order_numbers(*texts: str) -> list[int]:
+  return [int(m) for t in texts for m in re.findall(r"\bO([1-9]\d{3})\b", t)]
+
+
+def _constraints(spec: Spec, step: Step, obj: dict) -> dict[str, bool]:
+  """What any answer to the call must satisfy, whatever the hidden DB holds:
+  a status the tool can give; a failed call changes nothing; listed products
+  come from the catalogue's vocabulary and keep the name and price s0 or s_t
+  showed; counts and totals match the listed lines; and the tool's own rules
+  (a search lists matches of its query, cheapest first; a new order id is
+  above every id shown; a cancel answers the call it was given)."""
+  if not obj:
+    return {}
+  name, args, allowed = _call_outcomes(step.action)
+  status = _int(obj.get("status"))
+  prev = _object(step.state) or {}
+  out = {"status_allowed": status in allowed}
+  if status is None or status >= 400 or allowed <= {400, 422}:
+    out["failed_call_changes_nothing"] = all(_close(obj.get(k), prev.get(k)) for k in TAIL)
+    out["error_stated"] = isinstance(obj.get("error"), str) and bool(obj["error"])
+    return out
+  known = {**_products_shown(_object(spec.initial_state) or {}), **_products_shown(prev)}
+  out["known_products_consistent"] = all(
+      it[0] == known[pid][0] and _close(it[1], known[pid][1])
+      for pid, it in _products_shown(obj).items() if pid in known)
+  out.update(_TOOL_CONSTRAINTS[name](obj, args, prev, spec, step))
+  return out
+
+
+def _call_outcomes(action: str) -> tuple[str, dict, set[int]]:
+  """(tool, arguments, the statuses an answer may have): 400 alone for a call
+  that does not parse or fails its schema, 422 for an unknown tool."""
+  try:
+    name, args = parse_tool_call(action)
+  except ToolCallError:
+    return "", {}, {400}
+  spec = find_tool(TOOLS, name)
+  if spec is None:
+    return name, args, {422}
+  if validate_args(spec, args):
+    return name, args, {400}
+  return name, args, {400} | OUTCOMES[name]
+
+
+def _items(obj: dict, extra: str) -> tuple[list, bool]:
+  items = obj.get("items")
+  items = items if isinstance(items, list) else []
+  return items, "items" in obj and isinstance(obj["items"], list) and all(
+      _product_ok(it, extra) for it in items)
+
+
+def _search_rules(obj, args, prev, spec, step) -> dict[str, bool]:
+  items, ok = _items(obj, "stock")
+  q = args.get("query", "").strip().lower()
+  prices = [_num(it["price"]) for it in items] if ok else []
+  cap = args.get("max_price")
+  return {"items_well_formed": ok,
+          "names_match_query": ok and all(q in it["name"] for it in items),
+          "count_matches_items": _int(obj.get("count")) == len(items),
+          "at_most_five": len(items) <= MAX_RESULTS,
+          "cheapest_first": ok and prices == sorted(prices),
+          "within_max_price": ok and (cap is None or all(p <= cap for p in prices))}
+
+
+def _product_rules(obj, args, prev, spec, step) -> dict[str, bool]:
+  stock = _int(obj.get("stock"))
+  return {"product_is_requested": obj.get("id") == args.get("product_id"),
+          "product_well_formed": (_priced(obj.get("name"), obj.get("price"))
+                                  and obj.get("kind") == str(obj.get("name")).split()[-1]
+                                  and stock is not None and stock >= 0)}
+
+
+def _cart_rules(obj, args, prev, spec, step) -> dict[str, bool]:
+  items, ok = _items(obj, "qty")
+  total = sum(_num(it["price"]) * it["qty"] for it in items) if ok else math.nan
+  return {"items_well_formed": ok,
+          "cart_count_matches_items": _int(obj.get("cart_count")) == len(items),
+          "cart_total_matches_lines": _close(total, obj.get("cart_total"))}
+
+
+def _add_rules(obj, args, prev, spec, step) -> dict[str, bool]:
+  items, _ = _items(obj, "qty")
+  before = _int(prev.get("cart_count"))
+  return {**_cart_rules(obj, args, prev, spec, step),
+          "added_product_listed": any(isinstance(it, dict) and it.get("id") == args["product_id"]
+                                      for it in items),
+          "cart_grows_by_at_most_one": before is not None
+                                       and _int(obj.get("cart_count")) in (before, before + 1)}
+
+
+def _order_rules(obj, args, prev, spec, step) -> dict[str, bool]:
+  items, ok = _items(obj, "qty")
+  subtotal = sum(_num(it["price"]) * it["qty"] for it in items) if ok else math.nan
+  return {"items_well_formed": ok,
+          "order_well_formed": (isinstance(obj.get("order_id"), str)
+                                and bool(ORDER_ID.fullmatch(obj["order_id"]))
+                                and obj.get("order_status") in STATUSES
+                                and obj.get("payment") in PAYMENTS),
+          "count_matches_items": _int(obj.get("count")) == len(items),
+          "subtotal_matches_lines": _close(subtotal, obj.get("subtotal")),
+          "total_is_subtotal_minus_discount": _close(
+              _num(obj.get("subtotal")) - _num(obj.get("discount")), obj.get("total"))}
+
+
+def _get_order_rules(obj, args, prev, spec, step) -> dict[str, bool]:
+  return {**_order_rules(obj, args, prev, spec, step),
+          "order_is_requested": obj.get("order_id") == args.get("order_id")}
+
+
+def _checkout_rules(obj, args, prev, spec, step) -> dict[str, bool]:
+  oid = obj.get("order_id")
+  shown = _order_numbers(spec.task, spec.initial_state, step.state)
+  new = isinstance(oid, str) and bool(ORDER_ID.fullmatch(oid))
+  return {**_order_rules(obj, args, prev, spec, step),
+          "new_order_id_is_new": new and all(int(oid[1:]) > n for n in shown),
+          "paid_as_asked": obj.get("payment") == args.get("payment_method")}
+
+
+def _list_rules(obj, args, prev, spec, step) -> dict[str, bool]:
+  orders = obj.get("orders")
+  ok = isinstance(orders, list) and all(
+      isinstance(o, dict) and isinstance(o.get("order_id"), str)
+      and bool(ORDER_ID.fullmatch(o["order_id"])) and o.get("order_status") in STATUSES
+      for o in orders)
+  orders = orders if ok else []
+  return {"orders_well_formed": ok and len({o["order_id"] for o in orders}) == len(orders),
+          "count_matches_orders": _int(obj.get("count")) == len(orders),
+          "pending_matches_open_orders": ok and _int(obj.get("open_orders")) == sum(
+              o["order_status"] == "pending" for o in orders)}
+
+
+def _cancel_rules(obj, args, prev, spec, step) -> dict[str, bool]:
+  before = _int(prev.get("open_orders"))
+  return {"cancel_matches_call": (obj.get("order_id") == args.get("order_id")
+                                  and obj.get("reason") == args.get("reason")
+                                  and obj.get("order_status") == "cancelled"),
+          "refund_positive": _num(obj.get("refund")) > 0,
+          "open_orders_drop_by_at_most_one": before is not None
+                                             and _int(obj.get("open_orders")) in (before,
+                                                                                  before - 1)}
+
+
+def _report_rules(obj, args, prev, spec, step) -> dict[str, bool]:
+  return {"report_matches_call": (obj.get("order_id") == args.get("order_id")
+                                  and obj.get("reported") == args.get("order_status"))}
+
+
+_TOOL_CONSTRAINTS = {
+    "search_products": _search_rules, "get_product": _product_rules,
+    "add_to_cart": _add_rules, "remove_from_cart": _cart_rules, "view_cart": _cart_rules,
+    "checkout": _checkout_rules, "list_orders": _list_rules, "get_order": _get_order_rules,
+    "cancel_order": _cancel_rules, "report_status": _report_rules,
+}
