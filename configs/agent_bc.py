@@ -26,7 +26,6 @@ def get_config():
   # calls are ~110 tokens at vocabulary 512, well under this at 2048.
   cfg.data.max_target_len = 96
   # AR training reads only up to the first <eot>: short fill, dense packing.
-  cfg.data.target_fill_multiple = 16
   cfg.data.seq_len = 416
   # Greedy actions by default (launch.evaluate_agent --temperature overrides).
   cfg.sample.temperature = 0.0

@@ -15,7 +15,6 @@ def get_config():
   cfg.data.seq_len = 2048
   cfg.data.max_context_len = 1536
   cfg.data.max_target_len = 512
-  cfg.data.target_fill_multiple = 512
   cfg.data.history_len = 2
   cfg.model.d_model = 2048
   cfg.model.n_layers = 20

@@ -12,7 +12,6 @@ def get_config():
   cfg.data.seq_len = 1024
   cfg.data.max_context_len = 768
   cfg.data.max_target_len = 256
-  cfg.data.target_fill_multiple = 256
   cfg.data.history_len = 1
   cfg.model.d_model = 384
   cfg.model.n_layers = 6

@@ -11,7 +11,6 @@ def get_config():
   cfg.data.seq_len = 384
   cfg.data.max_context_len = 256
   cfg.data.max_target_len = 128
-  cfg.data.target_fill_multiple = 128
   cfg.data.history_len = 0
   cfg.model.d_model = 32
   cfg.model.n_layers = 2

@@ -48,7 +48,6 @@ def base_config() -> ml_collections.ConfigDict:
   c.data.max_context_len = 768
   c.data.max_target_len = 256
   c.data.history_len = 1
-  c.data.target_fill_multiple = 256  # = max_target_len: the sampler's fixed canvas
   c.data.read_threads = 2
 
   c.model = ml_collections.ConfigDict()
@@ -70,8 +69,13 @@ def base_config() -> ml_collections.ConfigDict:
 
   c.diffusion = ml_collections.ConfigDict()
   c.diffusion.schedule = "loglinear"
-  c.diffusion.joint_mask_rate = 0.1
   c.diffusion.steer_drop_rate = 0.1
+  # Block diffusion (diffusion/block.py): blocks of this many target tokens;
+  # 0 or >= data.max_target_len: the full-canvas MDLM (one block).
+  c.diffusion.block_size = 8
+  # Slot j holds the token before label j, as in an AR model: with b = 1 the
+  # objective is the AR loss, so an AR start (train.init_from) loses nothing.
+  c.diffusion.shift = True
 
   c.optim = optim_config(lr=3e-3, warmup_steps=50, min_lr_ratio=0.1, weight_decay=0.01)
 
@@ -87,6 +91,11 @@ def base_config() -> ml_collections.ConfigDict:
   # A workdir (e.g. from launch.import_hf) whose latest params start a fresh
   # run; its model must match config.model up to attention, dtype and remat.
   c.train.init_from = ""
+  c.train.init_step = 0  # init_from's checkpoint step; 0: its latest
+  # launch.quickstart: the MDLM starts from its AR twin's checkpoint at this
+  # step and trains train.steps - ar_start_steps more, so both models get the
+  # same total budget of train.steps (0: the MDLM trains from scratch).
+  c.train.ar_start_steps = 0
 
   c.mesh = ml_collections.ConfigDict()
   c.mesh.shape = (-1, 1, 1)  # (data, fsdp, tensor); -1 takes the remaining devices
@@ -98,7 +107,11 @@ def base_config() -> ml_collections.ConfigDict:
   c.sample.temperature = 1.0
   c.sample.top_p = 1.0
   c.sample.confidence = "top1"
+  # Block-diffusion MDLMs: 0 samples in the trained diffusion.block_size and
+  # `steps` is per block; an MDLM without blocks (an older checkpoint): 0 is
+  # one block and `steps` is the total.
   c.sample.block_size = 0
+  c.sample.threshold = 0.0  # block MDLMs: > 0 commits every label more confident than this
   c.sample.cfg_scale = 0.0
   c.sample.use_prefix_cache = False
   c.sample.num_samples = 4
@@ -130,13 +143,18 @@ def validate(cfg) -> None:
   _check(cfg.objective != "mdlm" or mode != "causal", "model.attention",
          "the MDLM objective needs bidirectional or prefix attention")
   d = cfg.data
-  for key in ("batch_size", "seq_len", "max_context_len", "max_target_len",
-              "target_fill_multiple", "read_threads"):
+  for key in ("batch_size", "seq_len", "max_context_len", "max_target_len", "read_threads"):
     _check(d[key] >= 1, f"data.{key}", "must be >= 1")
   _check(d.history_len >= 0, "data.history_len", "must be >= 0")
   _check(d.seq_len >= d.max_context_len + d.max_target_len, "data.seq_len",
          f"must be >= max_context_len + max_target_len ({d.max_context_len + d.max_target_len})")
   _check(d.max_target_len >= 2, "data.max_target_len", "must be >= 2")
+  if cfg.objective == "mdlm":
+    need = d.max_context_len + 2 * d.max_target_len
+    _check(d.seq_len >= need, "data.seq_len",
+           f"must be >= max_context_len + 2 * max_target_len ({need}) for the MDLM: a "
+           "block-diffusion row holds a noisy and a clean copy of the target")
+  _check(cfg.diffusion.block_size >= 0, "diffusion.block_size", "must be >= 0")
   m = cfg.model
   _check(m.d_head >= 0, "model.d_head", "must be >= 0 (0: d_model // n_heads)")
   _check(m.d_head > 0 or m.d_model % m.n_heads == 0, "model.d_model",
@@ -151,8 +169,8 @@ def validate(cfg) -> None:
   except ValueError as e:
     raise ValueError(f"config.model.remat: {e}") from None
   _check(cfg.diffusion.schedule in SCHEDULES, "diffusion.schedule", f"must be one of {SCHEDULES}")
-  for key in ("joint_mask_rate", "steer_drop_rate"):
-    _check(0 <= cfg.diffusion[key] < 1, f"diffusion.{key}", "must be in [0, 1)")
+  _check(0 <= cfg.diffusion.steer_drop_rate < 1, "diffusion.steer_drop_rate",
+         "must be in [0, 1)")
   o = cfg.optim
   _check(o.lr > 0, "optim.lr", "must be > 0")
   _check(0 <= o.min_lr_ratio <= 1, "optim.min_lr_ratio", "must be in [0, 1]")
@@ -163,6 +181,8 @@ def validate(cfg) -> None:
   for key in ("log_every", "eval_every", "checkpoint_every", "keep_checkpoints"):
     _check(t[key] >= 1, f"train.{key}", "must be >= 1")
   _check(t.eval_batches >= 0, "train.eval_batches", "must be >= 0")
+  _check(t.init_step >= 0, "train.init_step", "must be >= 0 (0: the latest)")
+  _check(0 <= t.ar_start_steps < t.steps, "train.ar_start_steps", "must be in [0, train.steps)")
   _check(t.nan_policy in ("stop", "skip"), "train.nan_policy", "must be stop or skip")
   _check(len(cfg.mesh.shape) == 3, "mesh.shape", "must have 3 entries (data, fsdp, tensor)")
   _check(cfg.mesh.num_devices >= 0, "mesh.num_devices", "must be >= 0")
@@ -170,6 +190,7 @@ def validate(cfg) -> None:
   _check(s.steps >= 1, "sample.steps", "must be >= 1")
   _check(s.temperature >= 0, "sample.temperature", "must be >= 0")
   _check(0 < s.top_p <= 1, "sample.top_p", "must be in (0, 1]")
+  _check(0 <= s.threshold < 1, "sample.threshold", "must be in [0, 1)")
   _check(s.num_samples >= 1, "sample.num_samples", "must be >= 1")
   _check(cfg.eval.examples_per_env >= 1, "eval.examples_per_env", "must be >= 1")
   _check(cfg.eval.batch_size >= 1, "eval.batch_size", "must be >= 1")
@@ -188,7 +209,7 @@ REWARD_KEYS = ("state_check", "format", "bleu1", "rouge_l", "length")
 # The sampler settings a caller may override (WorldModel.decode_config), with
 # their types: GRPO's `sample` and `eval_sample` blocks leave them unset.
 SAMPLER_SETTINGS = {"steps": int, "temperature": float, "top_p": float, "confidence": str,
-                    "block_size": int, "cfg_scale": float}
+                    "block_size": int, "cfg_scale": float, "threshold": float}
 
 
 def grpo_base_config() -> ml_collections.ConfigDict:
@@ -419,22 +440,37 @@ def model_config(cfg, vocab_size: int) -> ModelConfig:
                      dtype=m.dtype, remat=m.remat, **newer)
 
 
+def block_size(cfg) -> int:
+  """The MDLM's block length in target tokens (the canvas for a full-canvas
+  MDLM); 0 for the AR objective."""
+  if cfg.objective != "mdlm":
+    return 0
+  b = cfg.diffusion.get("block_size") or 0
+  return min(b, cfg.data.max_target_len) if b else cfg.data.max_target_len
+
+
+def is_block_model(cfg) -> bool:
+  """True for MDLMs trained with the block-diffusion rows (a config from
+  before them, without diffusion.block_size, samples with the full canvas)."""
+  return cfg.objective == "mdlm" and cfg.diffusion.get("block_size") is not None
+
+
 def pipeline_config(cfg, *, batch_size: int | None = None, seed_offset: int = 0,
                     num_epochs: int | None = None, shuffle: bool = True) -> PipelineConfig:
   d = cfg.data
   return PipelineConfig(batch_size=batch_size or d.batch_size, seq_len=d.seq_len,
                         max_context_len=d.max_context_len, max_target_len=d.max_target_len,
-                        history_len=d.history_len, target_fill_multiple=d.target_fill_multiple,
+                        history_len=d.history_len, block_size=block_size(cfg),
+                        shift=bool(cfg.diffusion.get("shift", False)),
                         seed=cfg.seed + seed_offset, num_epochs=num_epochs, shuffle=shuffle,
                         read_threads=d.read_threads)
 
 
 def objective_config(cfg, tokenizer) -> ObjectiveConfig:
-  specials = tuple(sorted({tokenizer.pad_id, tokenizer.mask_id, *tokenizer.marker_ids.values()}))
   return ObjectiveConfig(objective=cfg.objective, mask_id=tokenizer.mask_id,
-                         special_ids=specials, schedule=cfg.diffusion.schedule,
-                         joint_mask_rate=cfg.diffusion.joint_mask_rate,
-                         steer_drop_rate=cfg.diffusion.steer_drop_rate)
+                         schedule=cfg.diffusion.schedule,
+                         steer_drop_rate=cfg.diffusion.steer_drop_rate,
+                         shift=bool(cfg.diffusion.get("shift", False)))
 
 
 def sample_overrides(sample_cfg: ml_collections.ConfigDict) -> dict:

@@ -23,6 +23,8 @@ from mdlm_wm.train.trainer import train
 from mdlm_wm.world_model import WorldModel
 
 OBJECTIVES = ("mdlm", "ar")
+# Trained in this order: the MDLM may start from the AR's checkpoint.
+TRAIN_ORDER = ("ar", "mdlm")
 
 
 def build_data(cfg, workdir: str) -> str:
@@ -41,15 +43,22 @@ def build_data(cfg, workdir: str) -> str:
 
 
 def train_models(cfg, workdir: str, data_dir: str) -> dict[str, str]:
-  dirs = {}
-  for objective in OBJECTIVES:
+  dirs = {objective: os.path.join(workdir, objective) for objective in OBJECTIVES}
+  for objective in TRAIN_ORDER:
     c = copy.deepcopy(cfg)
     c.objective = objective
     c.data.train = os.path.join(data_dir, "train.jsonl")
     c.data.valid = os.path.join(data_dir, "valid.jsonl")
     c.data.tokenizer = os.path.join(data_dir, corpus.TOKENIZER_FILE)
-    dirs[objective] = os.path.join(workdir, objective)
-    print(f"\n[train] {objective} -> {dirs[objective]}", flush=True)
+    start = cfg.train.ar_start_steps
+    if objective == "mdlm" and start:
+      c.train.init_from, c.train.init_step = dirs["ar"], start
+      c.train.steps = cfg.train.steps - start
+      c.optim.warmup_steps = min(cfg.optim.warmup_steps, c.train.steps - 1)
+      print(f"\n[train] mdlm -> {dirs[objective]}: the AR's step {start} adapted for "
+            f"{c.train.steps} steps ({cfg.train.steps} in all, as the AR)", flush=True)
+    else:
+      print(f"\n[train] {objective} -> {dirs[objective]}", flush=True)
     train(c, dirs[objective])
   return dirs
 

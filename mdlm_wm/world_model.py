@@ -28,6 +28,7 @@ from mdlm_wm.ar import decode as ar_decode
 from mdlm_wm.data.schema import Spec
 from mdlm_wm.data.serialize import Serializer, Transition
 from mdlm_wm.data.tokenizer import Tokenizer
+from mdlm_wm.diffusion import block_sampler
 from mdlm_wm.diffusion import sampler as mdlm_sampler
 from mdlm_wm.model import sharding
 from mdlm_wm.train import trainer
@@ -158,15 +159,23 @@ class WorldModel:
   # ------------------------------------------------------------------ generation
 
   def decode_config(self, **sample_overrides
-                    ) -> mdlm_sampler.SamplerConfig | ar_decode.DecodeConfig:
+                    ) -> (mdlm_sampler.SamplerConfig | block_sampler.BlockSamplerConfig
+                          | ar_decode.DecodeConfig):
     """The model's `cfg.sample` with `sample_overrides` applied, validated
     against this model's canvas (ValueError naming the bad setting). The AR
     decoder takes only temperature and top_p; it ignores the MDLM settings."""
     unknown = sorted(set(sample_overrides) - set(SAMPLE_SETTINGS))
     if unknown:
       raise ValueError(f"unknown sample settings {unknown}; known: {list(SAMPLE_SETTINGS)}")
-    s = {**self.cfg.sample.to_dict(), **sample_overrides}
-    if self.objective == "ar":
+    s = {"threshold": 0.0, **self.cfg.sample.to_dict(), **sample_overrides}
+    if config_lib.is_block_model(self.cfg):
+      cfg = block_sampler.BlockSamplerConfig(
+          block_size=s["block_size"] or config_lib.block_size(self.cfg), steps=s["steps"],
+          temperature=s["temperature"], top_p=s["top_p"], confidence=s["confidence"],
+          threshold=s["threshold"], cfg_scale=s["cfg_scale"],
+          schedule=self.cfg.diffusion.schedule, shift=bool(self.cfg.diffusion.shift))
+      cfg.validate()
+    elif self.objective == "ar":
       cfg = ar_decode.DecodeConfig(max_len=self.canvas_len, temperature=s["temperature"],
                                    top_p=s["top_p"], eot_id=self.tokenizer.eot_id)
       cfg.validate()
@@ -199,6 +208,10 @@ class WorldModel:
     if self.objective == "ar":
       tokens = ar_decode.decode(self.graphdef, params, context, valid, rng, cfg,
                                 num_samples=num_samples, fixed_BT=fixed)
+    elif isinstance(cfg, block_sampler.BlockSamplerConfig):
+      tokens = block_sampler.sample(self.graphdef, params, context, valid, fixed, rng, cfg,
+                                    num_samples=num_samples, mask_id=self.tokenizer.mask_id,
+                                    eot_id=self.tokenizer.eot_id, uncond_valid_BC=uncond)[0]
     else:
       tokens = mdlm_sampler.sample(self.graphdef, params, context, valid, fixed, rng, cfg,
                                    num_samples=num_samples, mask_id=self.tokenizer.mask_id,

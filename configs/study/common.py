@@ -21,7 +21,6 @@ def study_config(objective: str, size: dict):
   cfg.data.seq_len = 512
   cfg.data.max_context_len = 384
   cfg.data.max_target_len = 128
-  cfg.data.target_fill_multiple = 128
   cfg.data.history_len = 1
   for key, value in size.items():
     cfg.model[key] = value

@@ -1,10 +1,10 @@
 """The grain input pipeline: transitions -> packed, batched token rows.
 
-A row is `[context][target region]` where the target region is the next
-state, <eot>, and <eot> fill up to a multiple of `target_fill_multiple`
-tokens (capped at `max_target_len`; with the multiple equal to
-`max_target_len` every target region has the sampler's fixed canvas length,
-so the model learns to end a state with a run of <eot>). Rows are packed
+An example is `[context][target]` where the target is the next state and
+its <eot>, nothing after it (no fill: a loss over <eot> fill is mostly length
+prediction), or, for the block-diffusion objective (`block_size` > 0), the
+`[context | noisy target | clean target]` row of `diffusion/block.py`.
+Examples are packed
 first-fit into `seq_len` bins, so a batch is not mostly padding; packed rows
 carry `segment_ids` (0 = padding) and per-segment `positions` that the model
 uses to keep attention inside each example.
@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import array
 import dataclasses
+import functools
 import gzip
 import json
 import os
@@ -33,6 +34,7 @@ import numpy as np
 from mdlm_wm.data import schema
 from mdlm_wm.data.serialize import Serializer, Transition, Truncation, transition_at
 from mdlm_wm.data.tokenizer import Tokenizer
+from mdlm_wm.diffusion import block as block_rows
 
 
 class TransitionSource:
@@ -119,7 +121,10 @@ class PipelineConfig:
   max_context_len: int
   max_target_len: int
   history_len: int = 2
-  target_fill_multiple: int = 16
+  # > 0: block-diffusion rows with blocks of this many slots (>= max_target_len:
+  # the full canvas); 0: plain [context][target] rows (the AR objective).
+  block_size: int = 0
+  shift: bool = True  # block rows only: slot j holds the token before label j
   seed: int = 0
   num_epochs: int | None = None  # None: repeat forever
   shuffle: bool = True
@@ -133,14 +138,14 @@ class PipelineConfig:
       raise ValueError(
           f"seq_len ({self.seq_len}) must be >= max_context_len + max_target_len "
           f"({self.max_context_len} + {self.max_target_len}) so every example fits one row")
-    if self.target_fill_multiple < 1:
-      raise ValueError("target_fill_multiple must be >= 1")
+    if self.block_size and self.seq_len < self.max_context_len + 2 * self.max_target_len:
+      raise ValueError(
+          f"seq_len ({self.seq_len}) must be >= max_context_len + 2 * max_target_len "
+          f"({self.max_context_len} + 2 * {self.max_target_len}): a block-diffusion row holds "
+          "a noisy and a clean copy of the target")
 
-
-def target_region(target_ids: Sequence[int], eot_id: int, multiple: int, max_len: int) -> list[int]:
-  """The target ids filled with <eot> to a multiple of `multiple` (<= max_len)."""
-  n = min(max_len, -(-len(target_ids) // multiple) * multiple)
-  return list(target_ids) + [eot_id] * (n - len(target_ids))
+  def features(self) -> tuple[str, ...]:
+    return block_rows.ROW_FEATURES if self.block_size else ("tokens", "target_mask", "steer_mask")
 
 
 class _ToRow(grain.transforms.Map):
@@ -156,9 +161,10 @@ class _ToRow(grain.transforms.Map):
     ser = self.serializer.serialize(tr)
     with self._lock:
       self.truncation.add(ser.truncation)
-    target = target_region(ser.target_ids, self.serializer.tok.eot_id,
-                           self.cfg.target_fill_multiple, self.cfg.max_target_len)
-    tokens = np.asarray(ser.context_ids + target, np.int32)
+    if self.cfg.block_size:
+      return block_rows.block_row(ser.context_ids, ser.target_ids, self.cfg.block_size,
+                                  self.cfg.shift, ser.steer_span)
+    tokens = np.asarray(ser.context_ids + ser.target_ids, np.int32)
     mask = np.zeros_like(tokens)
     mask[len(ser.context_ids):] = 1
     # The steer's content tokens, so training can drop z (classifier-free
@@ -174,8 +180,10 @@ def make_dataset(paths: str | Sequence[str], tokenizer: Tokenizer, cfg: Pipeline
   """Returns (grain IterDataset of packed batches, row transform with truncation counts).
 
   Batches are dicts of int32 [batch_size, seq_len] arrays: `tokens`,
-  `target_mask` (1 on target-region positions), `steer_mask` (1 on the
-  steer's content tokens), `segment_ids` (0 = padding) and `positions`.
+  `target_mask` (1 on target positions), `steer_mask` (1 on the steer's
+  content tokens), `segment_ids` (0 = padding) and `positions`; block rows
+  carry `diffusion.block.ROW_FEATURES` instead of `target_mask`, and their
+  `positions` are the rows' own `pos` (the two target copies share them).
   """
   cfg.validate()
   src = source or TransitionSource(paths, cfg.history_len)
@@ -190,9 +198,10 @@ def make_dataset(paths: str | Sequence[str], tokenizer: Tokenizer, cfg: Pipeline
   ds = ds.map(to_row)
   it = ds.to_iter_dataset(grain.ReadOptions(num_threads=cfg.read_threads, prefetch_buffer_size=64))
   it = grain.experimental.FirstFitPackIterDataset(
-      it, length_struct={k: cfg.seq_len for k in ("tokens", "target_mask", "steer_mask")},
+      it, length_struct={k: cfg.seq_len for k in cfg.features()},
       num_packing_bins=cfg.packing_bins or 4 * cfg.batch_size, shuffle_bins=False)
-  it = it.batch(cfg.batch_size, drop_remainder=True, batch_fn=_collate)
+  it = it.batch(cfg.batch_size, drop_remainder=True,
+                batch_fn=functools.partial(_collate, features=cfg.features()))
   return it, to_row
 
 
@@ -235,19 +244,15 @@ def _concat(batches: Sequence[dict[str, np.ndarray]]) -> dict[str, np.ndarray]:
   return {k: np.concatenate([b[k] for b in batches]) for k in batches[0]}
 
 
-def _collate(rows: Sequence[dict[str, np.ndarray]]) -> dict[str, np.ndarray]:
+def _collate(rows: Sequence[dict[str, np.ndarray]], features: Sequence[str]
+             ) -> dict[str, np.ndarray]:
   stack = lambda k: np.stack([r[k] for r in rows]).astype(np.int32)
-  return {"tokens": stack("tokens"), "target_mask": stack("target_mask"),
-          "steer_mask": stack("steer_mask"), "segment_ids": stack("tokens_segment_ids"),
-          "positions": stack("tokens_positions")}
+  out = {k: stack(k) for k in features}
+  out["segment_ids"] = stack("tokens_segment_ids")
+  out["positions"] = out.pop("pos") if "pos" in out else stack("tokens_positions")
+  return out
 
 
 def padding_fraction(batch: dict[str, np.ndarray]) -> float:
   """Fraction of positions in a packed batch that hold no example."""
   return float(np.mean(batch["segment_ids"] == 0))
-
-
-def fill_fraction(batch: dict[str, np.ndarray], eot_id: int) -> float:
-  """Fraction of target-region positions that are <eot> fill or <eot>."""
-  target = batch["target_mask"] == 1
-  return float(np.sum(target & (batch["tokens"] == eot_id)) / max(1, np.sum(target)))

@@ -321,12 +321,18 @@ class Transformer(nnx.Module):
     policy = _CHECKPOINT_POLICIES[self.cfg.remat]
     return jax.checkpoint(run, policy=policy)(state, x, positions, mask, prefix_kv)
 
-  def __call__(self, tokens_BL, positions_BL=None, segment_ids_BL=None, target_mask_BL=None):
+  def __call__(self, tokens_BL, positions_BL=None, segment_ids_BL=None, target_mask_BL=None,
+               mask_BLL=None):
     """Logits for a packed batch; defaults: one unpadded example per row."""
-    return self.logits(self.hidden(tokens_BL, positions_BL, segment_ids_BL, target_mask_BL))
+    return self.logits(self.hidden(tokens_BL, positions_BL, segment_ids_BL, target_mask_BL,
+                                   mask_BLL))
 
-  def hidden(self, tokens_BL, positions_BL=None, segment_ids_BL=None, target_mask_BL=None):
+  def hidden(self, tokens_BL, positions_BL=None, segment_ids_BL=None, target_mask_BL=None,
+             mask_BLL=None):
     """Last-layer hidden states [B, L, D] (before the final norm).
+
+    `mask_BLL` replaces the attention mode's mask (the block-diffusion
+    objective builds its own, diffusion/block.py).
 
     Callers that need logits of a few positions only (the samplers and the
     GRPO estimators score the target canvas, not the context) slice these
@@ -339,26 +345,30 @@ class Transformer(nnx.Module):
       segment_ids_BL = jnp.ones((B, L), jnp.int32)
     if target_mask_BL is None:
       target_mask_BL = jnp.zeros((B, L), jnp.int32)
-    mask = attention_mask(segment_ids_BL, target_mask_BL, self.cfg.attention)
+    mask = (attention_mask(segment_ids_BL, target_mask_BL, self.cfg.attention)
+            if mask_BLL is None else mask_BLL)
     x = self._batch_sharded(self.embed(tokens_BL))
     for block in self.blocks:
       x, _ = self._block(block, x, positions_BL, mask, None)
       x = self._batch_sharded(x)
     return x
 
-  def encode_context(self, tokens_BC, valid_BC):
+  def encode_context(self, tokens_BC, valid_BC, causal: bool | None = None):
     """Per-layer context keys/values under prefix (or causal) attention.
 
     `valid_BC` marks real context tokens (the samplers left-pad contexts to
     a bucket). Positions are the column indices 0..C-1, so a row's real
     tokens are shifted by its padding; RoPE attention depends only on
     position differences, so target positions C + j keep the training-time
-    offsets. Returns a list of (k, v), each [B, C, kv_heads, head_dim].
+    offsets. `causal` (default: the model's attention is causal) encodes
+    the context left to right. Returns a list of (k, v), each
+    [B, C, kv_heads, head_dim].
     """
     B, C = tokens_BC.shape
     positions = jnp.broadcast_to(jnp.arange(C), (B, C))
     seg = valid_BC.astype(jnp.int32)
-    mode = "causal" if self.cfg.attention == "causal" else "bidirectional"
+    causal = self.cfg.attention == "causal" if causal is None else causal
+    mode = "causal" if causal else "bidirectional"
     mask = attention_mask(seg, jnp.zeros_like(seg), mode)
     x = self.embed(tokens_BC)
     cache = []

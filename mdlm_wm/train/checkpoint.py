@@ -38,6 +38,9 @@ class Checkpointer:
   def latest_step(self) -> int | None:
     return self._mngr.latest_step()
 
+  def all_steps(self) -> list[int]:
+    return list(self._mngr.all_steps())
+
   def should_save(self, step: int) -> bool:
     return self._mngr.should_save(step)
 
@@ -94,11 +97,16 @@ class Checkpointer:
     self._mngr.close()
 
 
-def init_params_from(directory: str, model_cfg: ModelConfig, abstract_params: Any) -> Any:
-  """Params of the latest checkpoint in `directory` for a run of `model_cfg`
-  (config.train.init_from); the saved model must match up to FREE_MODEL_FIELDS."""
+def init_params_from(directory: str, model_cfg: ModelConfig, abstract_params: Any,
+                     step: int = 0) -> Any:
+  """Params of the checkpoint `step` (0: the latest) in `directory` for a run of
+  `model_cfg` (config.train.init_from / init_step); the saved model must match
+  up to FREE_MODEL_FIELDS."""
   ckpt = Checkpointer(directory, save_every=1)
-  step = ckpt.latest_step()
+  if step and step not in ckpt.all_steps():
+    raise FileNotFoundError(f"config.train.init_step: no step {step} in {directory} "
+                            f"(it holds {sorted(ckpt.all_steps())})")
+  step = step or ckpt.latest_step()
   if step is None:
     raise FileNotFoundError(f"config.train.init_from: no checkpoint in {directory}")
   saved = ModelConfig(**ckpt.restore_meta(step)["model"])

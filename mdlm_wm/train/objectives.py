@@ -1,14 +1,18 @@
 """Batch -> scalar loss for each objective, on packed rows from the pipeline.
 
-MDLM: conditional training masks target tokens only; a `joint_mask_rate`
-fraction of examples instead masks any content token (context included, never
-markers or padding), so the model can infill anchors. A `steer_drop_rate`
-fraction of examples hides its steer tokens from attention (segment id 0,
-positions unchanged), which is exactly how the sampler's unconditional pass for
+Every loss is in nats per target token up to and including the first <eot>
+(there is no fill), so MDLM and AR numbers are comparable.
+
+MDLM: the block-diffusion objective of `diffusion/block.py` (b = 1 with the
+logit shift is exactly the AR loss; b >= the target length is the
+full-canvas MDLM). One time t per (example, block), low-discrepancy over the
+batch; SUBS; the schedule's ELBO weight. A `steer_drop_rate` fraction of
+examples hides its steer tokens from attention (segment id 0, positions
+unchanged), which is exactly how a sampler's unconditional pass for
 classifier-free guidance sees the context.
 
 AR: the same backbone with a causal mask and next-token cross-entropy on the
-target span.
+target.
 """
 
 from __future__ import annotations
@@ -19,7 +23,9 @@ import jax
 import jax.numpy as jnp
 
 from mdlm_wm.ar.loss import ar_loss
+from mdlm_wm.diffusion import block as block_lib
 from mdlm_wm.diffusion import loss as mdlm
+from mdlm_wm.diffusion import schedule
 
 OBJECTIVES = ("mdlm", "ar")
 
@@ -28,10 +34,9 @@ OBJECTIVES = ("mdlm", "ar")
 class ObjectiveConfig:
   objective: str
   mask_id: int
-  special_ids: tuple[int, ...]  # never masked under joint masking
   schedule: str = "loglinear"
-  joint_mask_rate: float = 0.1
   steer_drop_rate: float = 0.1
+  shift: bool = True  # MDLM: block rows built with the logit shift
 
 
 def _per_example(u_BL, segment_ids_BL):
@@ -40,27 +45,41 @@ def _per_example(u_BL, segment_ids_BL):
 
 
 def loss_fn(model, batch, rng, cfg: ObjectiveConfig, train: bool = True):
-  """Returns (loss in nats/token, metrics dict)."""
-  tokens, seg = batch["tokens"], batch["segment_ids"]
-  target = batch["target_mask"] > 0
-  positions = batch["positions"]
-  k_drop, k_joint, k_t, k_mask = jax.random.split(rng, 4)
+  """Returns (loss in nats per target token, metrics dict)."""
+  seg = batch["segment_ids"]
+  k_drop, k_t, k_mask = jax.random.split(rng, 3)
   if train and cfg.steer_drop_rate > 0:
     drop = _per_example(jax.random.uniform(k_drop, seg.shape), seg) < cfg.steer_drop_rate
     seg = jnp.where(drop & (batch["steer_mask"] > 0), 0, seg)
   if cfg.objective == "ar":
-    logits = model(tokens, positions, seg, batch["target_mask"])
-    loss = ar_loss(logits, tokens, batch["target_mask"], seg)
+    logits = model(batch["tokens"], batch["positions"], seg, batch["target_mask"])
+    loss = ar_loss(logits, batch["tokens"], batch["target_mask"], seg)
     return loss, {"loss": loss}
-  eligible = target & (seg > 0)
-  joint = jnp.zeros_like(target)
-  if train and cfg.joint_mask_rate > 0:
-    joint = _per_example(jax.random.uniform(k_joint, seg.shape), seg) < cfg.joint_mask_rate
-    content = (seg > 0) & ~jnp.isin(tokens, jnp.asarray(cfg.special_ids))
-    eligible = eligible | (joint & content)
-  t = mdlm.antithetic_times(k_t, seg)
-  noisy, is_masked = mdlm.apply_mask(k_mask, tokens, eligible, t, cfg.mask_id, cfg.schedule)
-  logits = model(noisy, positions, seg, batch["target_mask"])
-  elbo, metrics = mdlm.mdlm_loss(logits, tokens, is_masked, eligible, t, cfg.mask_id,
-                                 cfg.schedule)
-  return elbo, {"loss": elbo, **metrics}
+  return block_loss(model, batch, seg, k_t, k_mask, cfg)
+
+
+def block_loss(model, batch, seg, k_t, k_mask, cfg: ObjectiveConfig):
+  """The block-diffusion ELBO of packed block rows (diffusion/block.py)."""
+  tokens, labels, blk = batch["tokens"], batch["labels"], batch["block"]
+  is_label = (batch["role"] == block_lib.NOISY) & (seg > 0)
+  t = mdlm.antithetic_times(k_t, seg, blk)
+  p_mask = 1.0 - schedule.alpha(t, cfg.schedule)
+  label_masked = is_label & (jax.random.uniform(k_mask, tokens.shape) < p_mask)
+  # With the shift, slot j holds label j - 1: the slot to its left in the row.
+  holds_masked = jnp.roll(label_masked, 1, axis=1) if cfg.shift else label_masked
+  noisy = jnp.where((batch["maskable"] > 0) & holds_masked, cfg.mask_id, tokens)
+  mask = block_lib.block_attention_mask(seg, batch["role"], blk, batch["positions"],
+                                        causal_context=cfg.shift)
+  logits = model(noisy, batch["positions"], seg, None, mask)
+  logp = mdlm.subs_log_probs(logits, cfg.mask_id)
+  nll = -jnp.take_along_axis(logp, labels[..., None], axis=-1)[..., 0]
+  # A block's last label is never an input of its block (with the shift): it
+  # is counted always, with its expected ELBO weight of 1.
+  always = is_label & (batch["last"] > 0) if cfg.shift else jnp.zeros_like(is_label)
+  weight = jnp.where(always, 1.0, schedule.elbo_weight(t, cfg.schedule))
+  counted = (label_masked | always).astype(jnp.float32)
+  n_labels = jnp.maximum(is_label.sum(), 1)
+  elbo = jnp.sum(nll * counted * weight) / n_labels
+  n_counted = jnp.maximum(counted.sum(), 1.0)
+  return elbo, {"loss": elbo, "masked_ce": jnp.sum(nll * counted) / n_counted,
+                "masked_fraction": label_masked.sum() / n_labels}

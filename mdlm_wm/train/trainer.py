@@ -346,8 +346,10 @@ def train(cfg, workdir: str, *, max_steps: int | None = None, data_shards: int =
     print(f"resumed from step {start}", flush=True)
   elif cfg.train.get("init_from"):  # issue 9 hook: start from another workdir's params
     state["params"] = init_params_from(os.path.join(cfg.train.init_from, CHECKPOINT_DIR),
-                                       model_cfg, abstract_like(state["params"]))
-    print(f"params from {cfg.train.init_from}", flush=True)
+                                       model_cfg, abstract_like(state["params"]),
+                                       cfg.train.get("init_step", 0))
+    print(f"params from {cfg.train.init_from}"
+          + (f" step {cfg.train.init_step}" if cfg.train.get("init_step") else ""), flush=True)
   start = start or 0
   writer = (MetricsWriter(workdir, resume_step=start if start else None,
                           tensorboard=cfg.train.tensorboard) if chief else _NoMetrics())

@@ -13,7 +13,6 @@ def agent_config(corpus_dir: str, **overrides):
   cfg = tiny_config(corpus_dir, objective="ar", **overrides)
   cfg.agent = ml_collections.ConfigDict({"policies": "expert", "success_only": True})
   cfg.data.history_len = 1
-  cfg.data.target_fill_multiple = 16
   cfg.data.max_target_len = 64  # half the decoding of the tiny world model's canvas
   cfg.optim.lr = 1e-2  # so that a 12-step run learns measurably
   return cfg

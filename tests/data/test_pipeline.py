@@ -133,6 +133,35 @@ def test_config_rejects_rows_that_cannot_fit():
                             max_target_len=40).validate()
 
 
-def test_target_region_fill():
-  assert pipeline.target_region([5, 6, 3], 3, 4, 64) == [5, 6, 3, 3]
-  assert pipeline.target_region([5, 3], 3, 16, 8) == [5, 3] + [3] * 6
+def test_targets_end_at_their_eot_without_fill(corpus, tok):
+  (b,) = batches(corpus, tok, 1)
+  tokens, target, seg = b["tokens"], b["target_mask"] == 1, b["segment_ids"]
+  for r in range(tokens.shape[0]):
+    for s in np.unique(seg[r][seg[r] > 0]):
+      t = tokens[r][(seg[r] == s) & target[r]]
+      # One <eot>, at the end (or none when the target was cut): nothing after it.
+      assert np.sum(t == tok.eot_id) <= 1
+      assert t[-1] == tok.eot_id or tok.eot_id not in t
+
+
+def test_block_rows_pack_both_copies(corpus, tok):
+  import dataclasses
+  from mdlm_wm.diffusion import block
+  cfg = dataclasses.replace(CFG, seq_len=160 + 2 * 64, block_size=4)
+  (b,) = batches(corpus, tok, 1, cfg)
+  assert set(b) == {*block.ROW_FEATURES, "segment_ids", "positions"} - {"pos"}
+  seg, role = b["segment_ids"], b["role"]
+  for r in range(seg.shape[0]):
+    for s in np.unique(seg[r][seg[r] > 0]):
+      ex = seg[r] == s
+      noisy, clean = ex & (role[r] == block.NOISY), ex & (role[r] == block.CLEAN)
+      # The clean copy repeats the noisy slots of every block but the last, at
+      # the same positions.
+      n = clean.sum()
+      assert n % 4 == 0 and noisy.sum() - n <= 4
+      np.testing.assert_array_equal(b["tokens"][r][noisy][:n], b["tokens"][r][clean])
+      np.testing.assert_array_equal(b["positions"][r][noisy][:n], b["positions"][r][clean])
+      # Slot 0 holds the <target> marker (the shift); labels end with <eot>.
+      assert b["tokens"][r][noisy][0] == tok.marker_ids["target"]
+      labels = b["labels"][r][noisy]
+      assert labels[-1] == tok.eot_id or tok.eot_id not in labels

@@ -1,0 +1,95 @@
+"""Block diffusion (BD3-LM / SDAR) rows and attention, started from an AR model.
+
+The target (the next state up to and including its first <eot>; nothing
+after it: no fill) is cut into blocks of b slots. A training row holds
+
+    [context | noisy target slots | clean target slots]
+
+and its attention mask lets a noisy block see the context, the clean blocks
+before it and itself (bidirectionally); the clean copy is block-causal and
+the context never sees either copy. The two copies share positions. Each
+block draws its own time t; a noisy slot's label is masked with probability
+1 - alpha(t) and counted with the ELBO weight.
+
+Logit shift (`shift=True`, the AR start): slot j holds the token *before*
+label j (slot 0 of block 0 holds the <target> marker, the context's last
+token), exactly as an AR model's position i predicts token i + 1. The first
+slot of every block therefore holds a token of the previous block and is
+never masked; the other slots hold labels j - 1 masked as drawn. The last
+label of a block is never an input of its own block, so it is counted
+always (weight 1: its expected ELBO weight) rather than when masked. With
+b = 1 every label is such a last label and the context is causal, so the
+objective IS the AR next-token loss on the same rows: an AR start loses
+nothing. Without the shift (`shift=False`, today's MDLM), slots hold the
+labels themselves, every slot is maskable and the context is bidirectional.
+
+b >= the target length is the full-canvas MDLM (one block, no clean copy).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import jax.numpy as jnp
+import numpy as np
+
+CONTEXT, NOISY, CLEAN = 0, 1, 2
+ROW_FEATURES = ("tokens", "labels", "role", "block", "pos", "maskable", "last", "steer_mask")
+
+
+def block_row(context_ids: Sequence[int], target_ids: Sequence[int], block_size: int,
+              shift: bool, steer_span: tuple[int, int] = (0, 0)) -> dict[str, np.ndarray]:
+  """One training example as block-diffusion row features (int32 arrays).
+
+  `context_ids` end with the <target> marker; `target_ids` end with <eot>
+  (unless cut). `labels` is the token a noisy slot must predict (0 elsewhere),
+  `role` CONTEXT / NOISY / CLEAN, `block` the slot's block (-1 in the
+  context), `pos` the RoPE position, `maskable` 1 where the noisy input may
+  be replaced by [MASK], `last` 1 on a block's last label.
+  """
+  ctx = list(context_ids[:-1]) if shift else list(context_ids)
+  target = list(target_ids)
+  n, c = len(target), len(ctx)
+  slots = ([context_ids[-1]] + target[:-1]) if shift else target
+  j = np.arange(n)
+  block = j // block_size
+  n_blocks = int(block[-1]) + 1
+  clean = j < (n_blocks - 1) * block_size  # nothing attends to the last clean block
+  nc = int(clean.sum())
+  slot_pos = c + j  # with the shift, slot 0 is the marker's own position
+  zeros = lambda k: np.zeros(k, np.int32)
+  row = {
+      "tokens": np.concatenate([ctx, slots, np.asarray(slots)[:nc]]),
+      "labels": np.concatenate([zeros(c), target, zeros(nc)]),
+      "role": np.concatenate([np.full(c, CONTEXT), np.full(n, NOISY), np.full(nc, CLEAN)]),
+      "block": np.concatenate([np.full(c, -1), block, block[:nc]]),
+      "pos": np.concatenate([np.arange(c), slot_pos, slot_pos[:nc]]),
+      "maskable": np.concatenate([zeros(c), (j % block_size != 0) if shift else np.ones(n),
+                                  zeros(nc)]),
+      "last": np.concatenate([zeros(c), (j % block_size == block_size - 1) | (j == n - 1),
+                              zeros(nc)]),
+  }
+  steer = zeros(len(row["tokens"]))
+  steer[slice(*steer_span)] = 1  # the steer lies in the context, before any cut
+  row["steer_mask"] = steer
+  return {k: np.asarray(v, np.int32) for k, v in row.items()}
+
+
+def block_attention_mask(segment_ids_BL, role_BL, block_BL, pos_BL, causal_context: bool):
+  """[B, L, L] mask of packed block-diffusion rows (see the module docstring)."""
+  seg_q, seg_k = segment_ids_BL[:, :, None], segment_ids_BL[:, None, :]
+  role_q, role_k = role_BL[:, :, None], role_BL[:, None, :]
+  blk_q, blk_k = block_BL[:, :, None], block_BL[:, None, :]
+  ctx_k = role_k == CONTEXT
+  if causal_context:
+    ctx_to_ctx = ctx_k & (pos_BL[:, None, :] <= pos_BL[:, :, None])
+  else:
+    ctx_to_ctx = ctx_k
+  from_context = (role_q == CONTEXT) & ctx_to_ctx
+  from_noisy = (role_q == NOISY) & (ctx_k | ((role_k == CLEAN) & (blk_k < blk_q))
+                                   | ((role_k == NOISY) & (blk_k == blk_q)))
+  from_clean = (role_q == CLEAN) & (ctx_k | ((role_k == CLEAN) & (blk_k <= blk_q)))
+  mask = (seg_q == seg_k) & (seg_k > 0) & (from_context | from_noisy | from_clean)
+  # A padding query attends to itself only, so its (unused) output is finite.
+  L = segment_ids_BL.shape[1]
+  return mask | (jnp.eye(L, dtype=bool)[None] & (seg_q == 0))

@@ -1,0 +1,251 @@
+"""The block-diffusion sampler: block by block over a KV cache, each block
+denoised inside one jitted loop.
+
+The context is encoded once (causally with the logit shift, as the model was
+trained) into a fixed-size per-layer cache of [context | target blocks].
+Block k is then denoised in up to `steps` steps: its b slots (with the shift:
+the last token of block k-1, or the <target> marker, then labels kb..kb+b-2;
+without it: labels kb..kb+b-1, [MASK] until committed) attend to the valid
+context, the committed blocks before k and themselves; each step draws every
+free label (temperature, top-p), scores it by a confidence and commits the
+most confident ones: as many as the schedule says, or, with a `threshold`,
+every label above it (at least one per step). The committed block is then
+run once more, clean, and its keys/values written into the cache. Decoding
+stops after the block that holds <eot> in every row (a `lax.while_loop`;
+rows that finished earlier only wait).
+
+Pins (`fixed_BT >= 0`, anchor infilling) are committed from the start. The
+model sees a pin once the block that holds it is reached (blocks attend only
+to the left); a pinned trailing anchor is honoured by construction: its
+tokens are written as pinned, and no free label before the last pinned
+token may be <eot>, so the text cannot end before its anchor.
+
+Classifier-free guidance on the steer runs every forward on 2N rows (the
+context with and without the steer's tokens, caches kept per view) and
+draws from uncond + (1 + cfg_scale) * (cond - uncond).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+
+import jax
+import jax.numpy as jnp
+from flax import nnx
+
+from mdlm_wm.diffusion import block as block_lib
+from mdlm_wm.diffusion import schedule
+from mdlm_wm.diffusion.sampler import (CONFIDENCES, _confidence, _top_k_mask, committed_fraction,
+                                       fold_in, row_keys, sample_tokens, split)
+
+
+@dataclasses.dataclass(frozen=True)
+class BlockSamplerConfig:
+  block_size: int = 8
+  steps: int = 8  # denoising steps per block (at most; a threshold may finish sooner)
+  temperature: float = 1.0  # 0: greedy
+  top_p: float = 1.0
+  confidence: str = "top1"
+  threshold: float = 0.0  # > 0: commit every label whose confidence exceeds it
+  cfg_scale: float = 0.0
+  schedule: str = "loglinear"
+  shift: bool = True  # as the model was trained (config.diffusion.shift)
+  # False: every step recomputes [context | blocks | block] with the training
+  # mask instead of reading the cache (the reference the cache is tested against).
+  kv_cache: bool = True
+
+  def validate(self) -> None:
+    if self.block_size < 1:
+      raise ValueError(f"block_size must be >= 1, got {self.block_size}")
+    if self.steps < 1:
+      raise ValueError(f"steps must be >= 1, got {self.steps}")
+    if self.temperature < 0:
+      raise ValueError(f"temperature must be >= 0, got {self.temperature}")
+    if not 0.0 < self.top_p <= 1.0:
+      raise ValueError(f"top_p must be in (0, 1], got {self.top_p}")
+    if self.confidence not in CONFIDENCES:
+      raise ValueError(f"confidence must be one of {CONFIDENCES}, got {self.confidence!r}")
+    if not 0.0 <= self.threshold < 1.0:
+      raise ValueError(f"threshold must be in [0, 1), got {self.threshold}")
+    if self.cfg_scale < 0:
+      raise ValueError(f"cfg_scale must be >= 0, got {self.cfg_scale}")
+    if self.schedule not in schedule.SCHEDULES:
+      raise ValueError(f"schedule must be one of {schedule.SCHEDULES}, got {self.schedule!r}")
+
+
+def _run_blocks(model, tokens_NS, positions_NS, cache, key_mask_NSK):
+  """The backbone on S slots against per-layer caches: (hidden [N, S, D],
+  the slots' own per-layer (k, v))."""
+  x = model.embed(tokens_NS)
+  own = []
+  for block, kv in zip(model.blocks, cache):
+    x, new_kv = block(x, positions_NS, key_mask_NSK, kv)
+    own.append(new_kv)
+  return x, own
+
+
+@functools.partial(jax.jit, static_argnames=("graphdef", "cfg", "num_samples", "mask_id",
+                                             "eot_id"))
+def _sample_jit(graphdef, params, context_BC, valid_WBC, fixed_BT, rng, *,
+                cfg: BlockSamplerConfig, num_samples: int, mask_id: int, eot_id: int):
+  model = nnx.merge(graphdef, params)
+  W, B, C = valid_WBC.shape
+  G, b = num_samples, cfg.block_size
+  N = B * G
+  T = fixed_BT.shape[1]
+  K = -(-T // b)
+  P = C - 1 if cfg.shift else C  # cached context length; slot i of block k sits at P + k*b + i
+  rep = lambda x: jnp.repeat(x, G, axis=0)  # prompt rows -> sample rows
+  rng = rng if rng.ndim == 0 else row_keys(rng, G)
+
+  # The context, encoded once per prompt and view, then shared by its samples.
+  prefix = model.encode_context(jnp.tile(context_BC[:, :P], (W, 1)),
+                                valid_WBC[:, :, :P].reshape(W * B, P), causal=cfg.shift)
+  # Row order everywhere: view-major (w * N + n), sample n = b * G + g.
+  view_rows = lambda x_WB: jnp.concatenate([rep(x_WB[w]) for w in range(W)])
+  grow = lambda x: jnp.pad(x, ((0, 0), (0, K * b)) + ((0, 0),) * (x.ndim - 2))
+  cache0 = [tuple(grow(view_rows(x.reshape((W, B) + x.shape[1:]))) for x in kv) for kv in prefix]
+  prefix_valid = view_rows(valid_WBC[:, :, :P])  # [W*N, P]
+  key_slot = jnp.arange(P + K * b)
+
+  pad_T = K * b - T
+  fixed = jnp.pad(rep(fixed_BT.astype(jnp.int32)), ((0, 0), (0, pad_T)), constant_values=eot_id)
+  free0 = fixed < 0
+  labels0 = jnp.where(free0, mask_id, fixed)
+  # No free label before the last pinned non-<eot> token may be <eot>.
+  j = jnp.arange(K * b)
+  content_pin = (fixed >= 0) & (fixed != eot_id)
+  last_pin = jnp.max(jnp.where(content_pin, j, -1), axis=-1)
+  no_eot = j[None, :] < last_pin[:, None]
+  first_token = rep(context_BC[:, C - 1]) if cfg.shift else None
+  context_BC_rep = view_rows(jnp.broadcast_to(context_BC, (W, B, C)))
+  frac_S = jnp.asarray(committed_fraction(cfg.steps, cfg.schedule))
+
+  def guided(logits_WNbV):
+    if W == 1:
+      return logits_WNbV[0]
+    cond, uncond = logits_WNbV[0], logits_WNbV[1]
+    return uncond + (1.0 + cfg.cfg_scale) * (cond - uncond)
+
+  def slots_of(labels_Nb, prev_N):
+    """The b slot inputs of a block from its labels (with the shift: prev, labels[:-1])."""
+    if not cfg.shift:
+      return labels_Nb
+    return jnp.concatenate([prev_N[:, None], labels_Nb[:, :-1]], axis=1)
+
+  def slots_of_all(labels_NL):
+    """Every block's slot inputs at once: the clean copy of the target."""
+    if not cfg.shift:
+      return labels_NL
+    return jnp.concatenate([first_token[:, None], labels_NL[:, :-1]], axis=1)
+
+  def block_masks(k):
+    """[W*N, b, P + K*b + b]: valid context, committed blocks, the block itself."""
+    done = jnp.broadcast_to((jnp.arange(K * b) < k * b)[None, :], (W * N, K * b))
+    keys = jnp.concatenate([prefix_valid, done, jnp.ones((W * N, b), bool)], axis=1)
+    return jnp.broadcast_to(keys[:, None, :], (W * N, b, P + K * b + b))
+
+  def block_logits(k, cache, key_mask, inputs, positions, labels):
+    """Logits [W*N, b, V] of block k's slots: over the cache, or (kv_cache
+    False) by recomputing [context | committed blocks | block] with the
+    training mask."""
+    if cfg.kv_cache:
+      return model.logits(_run_blocks(model, inputs, positions, cache, key_mask)[0])
+    clean = jnp.tile(slots_of_all(labels), (W, 1))
+    tokens = jnp.concatenate([context_BC_rep[:, :P], clean, inputs], axis=1)
+    j = jnp.arange(K * b)
+    role = jnp.concatenate([jnp.zeros(P, jnp.int32), jnp.full(K * b, block_lib.CLEAN),
+                            jnp.full(b, block_lib.NOISY)])
+    blk = jnp.concatenate([jnp.full(P, -1), j // b, jnp.full(b, k)])
+    pos = jnp.concatenate([jnp.arange(P), P + j, positions[0]])
+    seg = jnp.concatenate([prefix_valid, jnp.broadcast_to((j < k * b)[None, :], (W * N, K * b)),
+                           jnp.ones((W * N, b), bool)], axis=1).astype(jnp.int32)
+    shape = tokens.shape
+    mask = block_lib.block_attention_mask(seg, jnp.broadcast_to(role, shape),
+                                          jnp.broadcast_to(blk, shape),
+                                          jnp.broadcast_to(pos, shape), cfg.shift)
+    out = model.logits(model.hidden(tokens, jnp.broadcast_to(pos, shape), seg, None, mask))
+    return out[:, -b:]
+
+  def denoise_block(k, cache, labels, commit_step, prev_N):
+    start = k * b
+    blk_labels = jax.lax.dynamic_slice_in_dim(labels, start, b, axis=1)
+    blk_free = jax.lax.dynamic_slice_in_dim(free0, start, b, axis=1)
+    blk_no_eot = jax.lax.dynamic_slice_in_dim(no_eot, start, b, axis=1)
+    positions = jnp.broadcast_to(P + start + jnp.arange(b), (W * N, b))
+    key_mask = block_masks(k)
+    n_free = jnp.sum(blk_free, axis=-1)
+
+    def cond(c):
+      s, blk, _ = c
+      return (s < cfg.steps) & jnp.any(blk_free & (blk == mask_id))
+
+    def step(c):
+      s, blk, blk_commit = c
+      inputs = jnp.tile(slots_of(blk, prev_N), (W, 1))
+      logits = block_logits(k, cache, key_mask, inputs, positions, labels)
+      logits = guided(logits.reshape((W, N, b, -1)))
+      logits = logits.at[..., mask_id].set(-jnp.inf)
+      logits = logits.at[..., eot_id].set(jnp.where(blk_no_eot, -jnp.inf, logits[..., eot_id]))
+      key_sample, key_conf = split(fold_in(rng, k * cfg.steps + s))
+      sampled = sample_tokens(key_sample, logits, cfg.temperature, cfg.top_p)
+      conf = _confidence(cfg.confidence, key_conf, logits, sampled)
+      masked = blk_free & (blk == mask_id)
+      n_done = n_free - jnp.sum(masked, axis=-1)
+      n_sched = jnp.round(n_free * frac_S[s]).astype(jnp.int32) - n_done
+      commit = _top_k_mask(conf, masked, jnp.maximum(n_sched, 1))
+      if cfg.threshold > 0:
+        commit = commit | (masked & (conf > cfg.threshold))
+      commit = jnp.where((s == cfg.steps - 1)[None, None], masked, commit)
+      return (s + 1, jnp.where(commit, sampled, blk),
+              jnp.where(commit, k * cfg.steps + s, blk_commit))
+
+    blk_commit0 = jax.lax.dynamic_slice_in_dim(commit_step, start, b, axis=1)
+    _, blk, blk_commit = jax.lax.while_loop(cond, step, (0, blk_labels, blk_commit0))
+    # The committed block, clean, into the cache.
+    _, own = _run_blocks(model, jnp.tile(slots_of(blk, prev_N), (W, 1)), positions, cache,
+                         key_mask)
+    cache = [tuple(jax.lax.dynamic_update_slice_in_dim(c, o, P + start, axis=1)
+                   for c, o in zip(kv, own_kv)) for kv, own_kv in zip(cache, own)]
+    labels = jax.lax.dynamic_update_slice_in_dim(labels, blk, start, axis=1)
+    commit_step = jax.lax.dynamic_update_slice_in_dim(commit_step, blk_commit, start, axis=1)
+    return cache, labels, commit_step, blk[:, -1], jnp.any(blk == eot_id, axis=-1)
+
+  def outer_cond(c):
+    k, _, _, _, _, done = c
+    return (k < K) & ~jnp.all(done)
+
+  def outer(c):
+    k, cache, labels, commit_step, prev, done = c
+    cache, labels, commit_step, last, has_eot = denoise_block(k, cache, labels, commit_step,
+                                                              prev)
+    return k + 1, cache, labels, commit_step, last, done | has_eot
+
+  commit0 = jnp.full((N, K * b), -1, jnp.int32)
+  prev0 = first_token if cfg.shift else jnp.zeros((N,), jnp.int32)
+  init = (0, cache0, labels0, commit0, prev0, jnp.zeros((N,), bool))
+  k_end, _, labels, commit_step, _, _ = jax.lax.while_loop(outer_cond, outer, init)
+  # Blocks never reached (every row had ended) are <eot>: text stops at the first one.
+  labels = jnp.where(labels == mask_id, eot_id, labels)
+  return labels[:, :T].reshape(B, G, T), commit_step[:, :T].reshape(B, G, T), k_end
+
+
+def sample(graphdef, params, context_BC, context_valid_BC, fixed_BT, rng, cfg: BlockSamplerConfig,
+           *, num_samples: int, mask_id: int, eot_id: int, uncond_valid_BC=None):
+  """Draws `num_samples` targets per prompt: (tokens [B, G, T], commit step
+  [B, G, T] (-1 where pinned), blocks decoded).
+
+  Arguments as `diffusion.sampler.sample`: `context_BC` left-padded and ending
+  with the <target> marker; `fixed_BT` pins (-1 free); `rng` one key or one
+  per prompt; `uncond_valid_BC` (cfg_scale > 0) the valid mask without the
+  steer's tokens.
+  """
+  cfg.validate()
+  if cfg.cfg_scale > 0 and uncond_valid_BC is None:
+    raise ValueError("cfg_scale > 0 needs uncond_valid_BC (the context mask without the steer)")
+  views = [context_valid_BC] if cfg.cfg_scale == 0 else [context_valid_BC, uncond_valid_BC]
+  valid = jnp.stack([jnp.asarray(v, bool) for v in views])
+  return _sample_jit(graphdef, params, jnp.asarray(context_BC, jnp.int32), valid,
+                     jnp.asarray(fixed_BT, jnp.int32), rng, cfg=cfg, num_samples=num_samples,
+                     mask_id=mask_id, eot_id=eot_id)
