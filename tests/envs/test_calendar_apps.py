@@ -1,4 +1,5 @@
-"""Tests of the calendar apps environment: determinism, expert, checks, steers."""
+"""Tests of the calendar apps environment: determinism, expert, checks, steers,
+determined vs revealed facts and the twin world."""
 
 import copy
 import json
@@ -13,6 +14,7 @@ from mdlm_wm.envs import toolcall
 from mdlm_wm.envs.base import run_episode
 from mdlm_wm.envs.calendar_apps import (STEER_LATE, STEER_LUNCH, STEER_SUBJECT, STEER_VACATION,
                                         STEERS, CalendarAppsEnv)
+from mdlm_wm.envs.twin import twin_next_states
 
 
 def _env():
@@ -20,9 +22,12 @@ def _env():
 
 
 def _hidden(env):
-  """Everything an action could change, as comparable values."""
-  return copy.deepcopy((env._events, env._inbox, env._sent, env._deleted, env._next_event,
-                        env._known, env._listed, env._inbox_listed))
+  """Everything an action could change, as comparable values (drawing every
+  day and the inbox first: a draw is no change)."""
+  days = {d: env._day(d) for d in env._week}
+  return copy.deepcopy((days, env._inbox, env._sent, env._deleted, env._next_event, env._total,
+                        env._unread, env._known_days, env._id_dates, env._listed,
+                        env._inbox_known, env._contact_emails))
 
 
 def _episode(seed, policy, steer=None):
@@ -34,6 +39,18 @@ def _episode(seed, policy, steer=None):
 def _step_with(action, env):
   res = env.step(action)
   return res, json.loads(res.next_state.rsplit("\n", 1)[0])
+
+
+def _take(env, state, action):
+  """Steps `env` from `state`: (the Step as a corpus holds it, the response)."""
+  res = env.step(action)
+  step = Step(state, action, res.next_state, checks=res.checks)
+  return step, json.loads(res.next_state.rsplit("\n", 1)[0])
+
+
+def _text(obj, step):
+  """A prediction: `obj` as the response, with the step's own account line."""
+  return json.dumps(obj) + "\n" + step.next_state.rsplit("\n", 1)[1]
 
 
 def test_determinism():
@@ -84,13 +101,8 @@ def test_reference_states_pass_checks():
         assert len(step.next_state) <= 1000
         assert generic.check_score(step.checks, step.next_state) == 1.0, step.next_state
         assert env.state_check(ep.spec, step, step.next_state) == 1.0, step.next_state
+        assert env.check(ep.spec, step, step.next_state).passed_all, step.next_state
         assert step.next_state.rstrip().endswith("]")
-
-
-def _steps_of(seed, prefix):
-  """Steps of a noisy episode whose response starts with `prefix`."""
-  env, ep, _ = _episode(seed, "noisy")
-  return env, ep, [s for s in ep.steps if s.next_state.startswith(prefix)]
 
 
 def test_corrupted_trailing_fact_scores_lower():
@@ -103,41 +115,54 @@ def test_corrupted_trailing_fact_scores_lower():
   assert generic.check_score(step.checks, bad) < 1.0
 
 
-def _listing_steps():
-  for seed in range(10):
-    env, ep, steps = _steps_of(seed, '{"status": 200, "date"')
-    for step in steps:
-      if step.checks.fields["count"] != "0":
-        yield env, ep, step
+def _listings():
+  """(env, spec, first listing, second listing) of a day, for a few worlds;
+  noisy actions in between make the day's list the agent's own to follow."""
+  for seed in range(12):
+    env = _env()
+    spec, state = env.reset(seed, steer="")
+    date = env._week[seed % 5]
+    lists = toolcall.format_tool_call("calendar_list_events", {"date": date})
+    first, _ = _take(env, state, lists)
+    moved = env._day(date)[0]
+    move, _ = _take(env, first.next_state, toolcall.format_tool_call(
+        "calendar_move_event", {"event_id": moved.id, "start": "19:00", "end": "19:30"}))
+    second, _ = _take(env, move.next_state, lists)
+    yield env, spec, first, second
 
 
-def test_removed_entity_and_bad_totals_score_lower():
-  checked = 0
-  for env, ep, step in _listing_steps():
-    body, footer = step.next_state.rsplit("\n", 1)
-    obj = json.loads(body)
-    removed = dict(obj, events=obj["events"][1:])
-    recount = dict(obj, count=obj["count"] + 1)
-    rebusy = dict(obj, busy_minutes=obj["busy_minutes"] + 15)
-    # A count that agrees with the shortened list still misses the entity.
-    consistent = dict(removed, count=len(removed["events"]))
-    for variant in (removed, recount, rebusy, consistent):
-      text = json.dumps(variant) + "\n" + footer
-      assert env.state_check(ep.spec, step, text) < 1.0
-    checked += 1
-  assert checked >= 5
+def test_bad_totals_fail_and_a_missing_event_fails_where_the_day_is_known():
+  for env, spec, first, second in _listings():
+    assert first.checks.is_revealed_field("count") and not second.checks.revealed
+    for step in (first, second):
+      body, footer = step.next_state.rsplit("\n", 1)
+      obj = json.loads(body)
+      removed = dict(obj, events=obj["events"][1:])
+      recount = dict(obj, count=obj["count"] + 1)
+      rebusy = dict(obj, busy_minutes=obj["busy_minutes"] + 15)
+      for variant in (removed, recount, rebusy):  # totals that disagree with the list
+        assert not env.check(spec, step, _text(variant, step)).passed
+      # Totals that agree with the shortened list: a day listed for the
+      # first time could hold those events only; a day listed before could not.
+      gone = obj["events"][0]
+      consistent = dict(removed, count=obj["count"] - 1,
+                        busy_minutes=obj["busy_minutes"] - _minutes(gone["end"])
+                        + _minutes(gone["start"]))
+      result = env.check(spec, step, _text(consistent, step))
+      assert result.passed == (step is first) and not result.passed_all
+
+
+def _minutes(text):
+  return int(text[:2]) * 60 + int(text[3:])
 
 
 def test_inconsistent_unread_scores_lower():
   env = _env()
-  spec, _ = env.reset(4)
-  res = env.step('email_list_inbox()')
-  step = Step("", "", res.next_state, checks=res.checks)
-  body, footer = res.next_state.rsplit("\n", 1)
-  obj = json.loads(body)
+  spec, state = env.reset(4)
+  step, obj = _take(env, state, 'email_list_inbox()')
   obj["messages"][0]["read"] = not obj["messages"][0]["read"]
-  assert env.state_check(spec, step, json.dumps(obj) + "\n" + footer) < 1.0
-  assert env.state_check(spec, step, res.next_state) == 1.0
+  assert env.state_check(spec, step, _text(obj, step)) < 1.0
+  assert env.state_check(spec, step, step.next_state) == 1.0
 
 
 def test_state_check_on_garbage():
@@ -283,14 +308,159 @@ def test_steer_subject_limits_subjects():
 
 def test_checks_come_from_hidden_state():
   env = _env()
-  env.reset(11, steer="")
-  date = env._week[2]
+  _, state = env.reset(11, steer="")
+  monday, date = env._week[0], env._week[2]
+  seen, _ = _take(env, state, toolcall.format_tool_call("calendar_list_events", {"date": monday}))
   res = env.step(toolcall.format_tool_call("calendar_list_events", {"date": date}))
   day = env._day(date)
   assert res.checks.fields["count"] == str(len(day))
   assert res.checks.fields["busy_minutes"] == str(sum(e.end - e.start for e in day))
-  assert res.checks.fields["total_events"] == str(len(env._events))
+  assert res.checks.fields["total_events"] == str(env._total)
   assert set(e.id for e in day) <= set(res.checks.must_include)
-  others = [e.id for e in env._events if e.date != date]
-  assert others and set(others) <= set(res.checks.must_exclude)
-  assert not any(i in res.next_state for i in others)
+  # Ids the agent saw on Monday are excluded; ids of days never listed are
+  # not asked about, as the agent cannot know where they are.
+  monday_ids = [e.id for e in env._day(monday)]
+  assert set(monday_ids) == set(res.checks.must_exclude)
+  assert not any(i in res.next_state for i in monday_ids)
+
+
+# ---------------------------------------------------- determined vs revealed
+
+
+def test_first_looks_are_revealed_and_second_looks_determined():
+  env = _env()
+  spec, state = env.reset(2, steer="")
+  date = env._week[1]
+  lists = toolcall.format_tool_call("calendar_list_events", {"date": date})
+  first, _ = _take(env, state, lists)
+  again, _ = _take(env, first.next_state, lists)
+  assert {"count", "busy_minutes"} <= set(first.checks.revealed)
+  assert again.checks.revealed == () and again.next_state == first.next_state
+  inbox, _ = _take(env, again.next_state, "email_list_inbox()")
+  message = json.loads(inbox.next_state.rsplit("\n", 1)[0])["messages"][0]["id"]
+  read = toolcall.format_tool_call("email_read", {"message_id": message})
+  first_read, _ = _take(env, inbox.next_state, read)
+  second_read, _ = _take(env, first_read.next_state, read)
+  body = first_read.checks.must_include[0]
+  assert first_read.checks.is_revealed_include(body)
+  assert not second_read.checks.is_revealed_include(body)
+  assert "count" in inbox.checks.revealed and "unread" not in inbox.checks.revealed
+
+
+def test_outcome_on_an_unlisted_day_is_revealed_and_on_a_listed_day_determined():
+  env = _env()
+  spec, state = env.reset(6, steer="")
+  date, email = env._week[3], env._task.person
+  create = toolcall.format_tool_call("calendar_create_event", {
+      "title": "Probe", "date": date, "start": "19:00", "end": "19:30", "attendees": [email]})
+  blind, _ = _take(env, state, create)
+  assert {"status", "id", "total_events"} <= set(blind.checks.revealed)
+  listed, _ = _take(env, blind.next_state, toolcall.format_tool_call(
+      "calendar_list_events", {"date": date}))
+  again = toolcall.format_tool_call("calendar_create_event", {
+      "title": "Probe two", "date": date, "start": "19:30", "end": "20:00", "attendees": [email]})
+  known, obj = _take(env, listed.next_state, again)
+  assert obj["status"] == 201 and set(known.checks.revealed) == {"id"}
+
+
+def test_wrong_revealed_fact_fails_pass_all_only():
+  env = _env()
+  spec, state = env.reset(3, steer="")
+  step, obj = _take(env, state, toolcall.format_tool_call(
+      "calendar_list_events", {"date": env._week[0]}))
+  titles = {e["title"] for e in obj["events"]}
+  obj["events"][0]["title"] = next(t for t in ("Retro", "Standup", "Vendor call", "Board prep",
+                                               "All hands") if t not in titles)
+  obj["events"][0]["id"] = "ev199"
+  result = env.check(spec, step, _text(obj, step))
+  assert result.passed and not result.passed_all
+  assert not all(result.revealed.values()) and result.score == 1.0
+
+
+def test_wrong_determined_fact_fails():
+  env = _env()
+  spec, state = env.reset(3, steer="")
+  step, obj = _take(env, state, toolcall.format_tool_call(
+      "calendar_list_events", {"date": env._week[0]}))
+  footer = step.next_state.rsplit("\n", 1)[1]
+  total = step.checks.fields["total_events"]
+  wrong_total = step.next_state.replace(f"total_events: {total}", f"total_events: {int(total) + 1}")
+  wrong_date = _text(dict(obj, date=env._week[1]), step)
+  for text in (wrong_total, wrong_date, json.dumps(obj) + "\n" + footer.replace("[", "[x")):
+    assert not env.check(spec, step, text).passed
+  # Creating on a listed day: every fact but the new id follows.
+  create = toolcall.format_tool_call("calendar_create_event", {
+      "title": "Probe", "date": env._week[0], "start": "19:00", "end": "19:30",
+      "attendees": [env._task.person]})
+  made, obj = _take(env, step.next_state, create)
+  assert obj["status"] == 201 and env.check(spec, made, made.next_state).passed_all
+  assert not env.check(spec, made, _text(dict(obj, day_events=obj["day_events"] + 1), made)).passed
+
+
+def test_constraint_violations_in_invented_content_fail():
+  env = _env()
+  spec, state = env.reset(5, steer="")
+  step, obj = _take(env, state, toolcall.format_tool_call(
+      "calendar_list_events", {"date": env._week[2]}))
+  assert step.checks.is_revealed_field("count")
+  event = obj["events"][0]
+  invented = (
+      dict(event, start="10:07"),  # off the 15-minute grid
+      dict(event, end=event["start"]),  # ends as it starts
+      dict(event, id="meeting-1"),  # not an event id
+      dict(event, attendees=["zed@elsewhere.com"]),  # not a contact's form
+  )
+  for bad in invented:
+    variant = dict(obj, events=[bad] + obj["events"][1:])
+    variant["busy_minutes"] = sum(_minutes(e["end"]) - _minutes(e["start"])
+                                  for e in variant["events"] if e["start"] != "10:07")
+    assert not env.check(spec, step, _text(variant, step)).passed, bad
+  # Contacts a search invents must match the query and be the world's people.
+  search, found = _take(env, step.next_state, toolcall.format_tool_call(
+      "contacts_search", {"query": env._contacts[0].team}))
+  assert search.checks.is_revealed_field("count")
+  stranger = {"name": "Zed Smith", "email": "zed.smith@acme.io", "team": "design"}
+  off_query = dict(found["contacts"][0], team="nowhere")
+  for people in ([stranger], [off_query], found["contacts"] * 2):
+    text = _text(dict(found, contacts=people, count=len(people)), search)
+    assert not env.check(spec, search, text).passed
+  # A created event's id must be new.
+  create = toolcall.format_tool_call("calendar_create_event", {
+      "title": "Probe", "date": env._week[4], "start": "19:00", "end": "19:30",
+      "attendees": [env._task.person]})
+  made, obj = _take(env, search.next_state, create)
+  reused = dict(obj, event=dict(obj["event"], id=event["id"]))
+  assert env.check(spec, made, made.next_state).passed
+  assert not env.check(spec, made, _text(reused, made)).passed
+
+
+def test_twin_world_passes_the_original_checks():
+  passed = total = differs = 0
+  for ep, twin in ((ep, twin_next_states(ep)) for seed in range(12)
+                   for ep in (_episode(seed, p)[1] for p in ("expert", "noisy", "random"))):
+    for step, state in zip(ep.steps, twin):
+      passed += CalendarAppsEnv.check(ep.spec, step, state).passed
+      total += 1
+      # A step with nothing revealed is reproduced exactly; fork_hidden
+      # re-draws what a step reveals for the first time.
+      if not step.checks.revealed:
+        assert state == step.next_state, step.action
+      differs += state != step.next_state
+  assert total > 200 and passed / total >= 0.99 and differs > 20
+
+
+def test_fork_keeps_what_was_revealed_and_redraws_the_rest():
+  env = _env()
+  _, state = env.reset(7, steer="")
+  listed, _ = _take(env, state, toolcall.format_tool_call(
+      "calendar_list_events", {"date": env._week[0]}))
+  redrawn = 0
+  for date in env._week[1:]:
+    for name in ("twin1", "twin2"):
+      twin = copy.deepcopy(env)
+      twin.fork_hidden(name)
+      assert twin.step(toolcall.format_tool_call(
+          "calendar_list_events", {"date": env._week[0]})).next_state == listed.next_state
+      other = toolcall.format_tool_call("calendar_list_events", {"date": date})
+      redrawn += twin.step(other).next_state != copy.deepcopy(env).step(other).next_state
+  assert redrawn >= 6
