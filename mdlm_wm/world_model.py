@@ -74,6 +74,9 @@ class WorldModel:
     self.serializer = Serializer(tokenizer, cfg.data.max_context_len, cfg.data.max_target_len,
                                  cfg.data.history_len)
     self.num_params = config_lib.model_config(cfg, tokenizer.vocab_size).num_params()
+    # (block size, shift) of a block-diffusion MDLM, as trained; None otherwise.
+    self.block = ((config_lib.block_size(cfg), bool(cfg.diffusion.shift))
+                  if config_lib.is_block_model(cfg) else None)
 
   @classmethod
   def load(cls, workdir: str, step: int | None = None, mesh=None) -> WorldModel:

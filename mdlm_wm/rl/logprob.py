@@ -14,6 +14,8 @@ under `jax.jit` on `nnx.merge(graphdef, params)`.
     complementary completion masks, so every counted token is scored exactly
     once, with weights that make sum(weight * logp) an ELBO estimate.
   * `mdlm_elbo`: k-sample Monte-Carlo ELBO for evaluation.
+  * `block_coupled_logprob`: the coupled estimate of a block-diffusion
+    model, in its training layout (masks within blocks, clean left context).
 
 The MDLM estimators are random: the masks depend only on `rng` and shapes,
 never on parameters. Old, new and reference policies must be scored with the
@@ -32,7 +34,7 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
-from mdlm_wm.diffusion import loss
+from mdlm_wm.diffusion import block, loss
 from mdlm_wm.diffusion import schedule as sched
 
 T_MIN = 1e-3
@@ -151,3 +153,62 @@ def mdlm_elbo(model, context_BC, valid_BC, completion_BT, completion_mask_BT, rn
   logp = _subs_logp(model, rep(context_BC), rep(valid_BC), canvas, rep(completion_BT), mask_id)
   terms = jnp.where(masked, sched.elbo_weight(t_N1, schedule) * logp, 0.0)
   return terms.sum(-1).reshape(K, B).mean(0)
+
+
+def block_coupled_logprob(model, context_BC, valid_BC, completion_BT, completion_mask_BT, rng,
+                          *, mask_id: int, block_size: int, shift: bool,
+                          schedule: str = "loglinear"):
+  """The coupled estimate of a block-diffusion model: (logp_BT, weight_BT).
+
+  Scored as the model was trained (diffusion/block.py): each completion in
+  a row [context | noisy blocks | clean blocks] under the block mask, so
+  every block sees the clean blocks before it; one time per block; with the
+  shift, slot j holds token j - 1. Pass 1 masks each counted token w.p.
+  1 - alpha(t_block), pass 2 the counted complement (weights as in
+  `mdlm_coupled_logprob`). A block's last token, never an input of its own
+  block under the shift, is scored in both passes with weight 1/2 each (its
+  expected weight). Tokens after the first <eot> are invisible and uncounted.
+  """
+  B, C = context_BC.shape
+  T = completion_BT.shape[1]
+  b = block_size
+  K = -(-T // b)
+  pad = K * b - T
+  y = jnp.pad(completion_BT, ((0, 0), (0, pad)))
+  counted = jnp.pad(completion_mask_BT, ((0, 0), (0, pad)))
+  P = C - 1 if shift else C
+  j = jnp.arange(K * b)
+  k_t, k_mask = jax.random.split(rng)
+  t_BK = jax.random.uniform(k_t, (B, K), minval=T_MIN, maxval=1.0 - T_MIN)
+  t = jnp.repeat(t_BK, b, axis=1)
+  in1 = counted & (jax.random.uniform(k_mask, (B, K * b)) < 1.0 - sched.alpha(t, schedule))
+  in2 = counted & ~in1
+  # A block's last token, and the last counted one (the tokens after it are invisible).
+  ends = (j % b == b - 1)[None, :] | ~jnp.pad(counted[:, 1:], ((0, 0), (0, 1)))
+  last = ends & counted if shift else jnp.zeros_like(counted)
+
+  slots = jnp.concatenate([context_BC[:, C - 1:], y[:, :-1]], axis=1) if shift else y
+  maskable = (j % b != 0) if shift else jnp.ones(K * b, bool)
+
+  def noisy_inputs(masked):
+    holds = jnp.roll(masked, 1, axis=1) if shift else masked
+    return jnp.where(maskable[None, :] & holds, mask_id, slots)
+
+  tokens = jnp.concatenate([
+      jnp.concatenate([context_BC[:, :P], noisy_inputs(in1), slots], axis=1),
+      jnp.concatenate([context_BC[:, :P], noisy_inputs(in2), slots], axis=1)])
+  row = lambda *parts: jnp.broadcast_to(jnp.concatenate(parts), (2 * B, P + 2 * K * b))
+  role = row(jnp.zeros(P, jnp.int32), jnp.full(K * b, block.NOISY), jnp.full(K * b, block.CLEAN))
+  blk = row(jnp.full(P, -1), j // b, j // b)
+  pos = row(jnp.arange(P), P + j, P + j)
+  seg_one = jnp.concatenate([valid_BC[:, :P], counted, counted], axis=1).astype(jnp.int32)
+  seg = jnp.concatenate([seg_one, seg_one])
+  mask = block.block_attention_mask(seg, role, blk, pos, causal_context=shift)
+  hidden = model.hidden(tokens, pos, seg, None, mask)[:, P:P + K * b]
+  logp1, logp2 = jnp.split(_gather(loss.subs_log_probs(model.logits(hidden), mask_id),
+                                   jnp.concatenate([y, y])), 2)
+  w1 = sched.elbo_weight(t, schedule)
+  w2 = -sched.alpha_prime(t, schedule) / sched.alpha(t, schedule)
+  logp = jnp.where(last, 0.5 * (logp1 + logp2), jnp.where(in1, logp1, jnp.where(in2, logp2, 0.0)))
+  weight = jnp.where(last, 1.0, 0.5 * jnp.where(in1, w1, jnp.where(in2, w2, 0.0)))
+  return logp[:, :T], weight[:, :T]

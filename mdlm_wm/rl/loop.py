@@ -50,15 +50,26 @@ def completion_mask(tokens_NT: np.ndarray, eot_id: int) -> np.ndarray:
   return ~np.asarray(mdlm_sampler.after_first_eot(tokens_NT, eot_id))
 
 
-def logprob_fn(graphdef, objective: str, g, mask_id: int, schedule: str):
+def logprob_fn(graphdef, objective: str, g, mask_id: int, schedule: str,
+               block: tuple[int, bool] | None = None):
   """(params, batch, rng) -> per-token log-probs [N, T] of the completions:
-  exact for AR, the configured estimator (`g.mdlm_logprob`) for MDLM."""
+  exact for AR, the configured estimator (`g.mdlm_logprob`) for MDLM; for a
+  block-diffusion MDLM (`block` = (block size, shift)) the coupled estimate
+  in its training layout."""
+  if block is not None and g.mdlm_logprob != "coupled":
+    raise ValueError(f"config.grpo.mdlm_logprob: {g.mdlm_logprob!r} is not defined for a "
+                     "block-diffusion world model; use coupled")
 
   def fn(params, batch, rng):
     model = nnx.merge(graphdef, params)
     args = (model, batch["context"], batch["valid"], batch["completion"])
     if objective == "ar":
       return logprob.ar_logprob(*args)
+    if block is not None:
+      logp, _ = logprob.block_coupled_logprob(*args, batch["mask"], rng, mask_id=mask_id,
+                                              block_size=block[0], shift=block[1],
+                                              schedule=schedule)
+      return logp
     if g.mdlm_logprob == "one_step":
       return logprob.mdlm_one_step_logprob(*args, rng, mask_id=mask_id,
                                            prompt_mask_rate=g.prompt_mask_rate)

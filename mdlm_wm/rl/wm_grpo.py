@@ -159,7 +159,8 @@ def run(cfg: ml_collections.ConfigDict, workdir: str, *, max_steps: int | None =
 
   learner = loop.make_learner(
       wm.params, cfg, mesh,
-      loop.logprob_fn(wm.graphdef, wm.objective, g, tok.mask_id, wm.cfg.diffusion.schedule))
+      loop.logprob_fn(wm.graphdef, wm.objective, g, tok.mask_id, wm.cfg.diffusion.schedule,
+                      wm.block))
   print(f"GRPO on a {wm.objective} world model ({wm.num_params:,} params), B x G = {B} x {G}, "
         f"mu {g.mu}, {len(train_examples)} training transitions, eval splits "
         f"{ {k: len(v) for k, v in eval_splits.items()} }", flush=True)

@@ -226,3 +226,26 @@ def test_gradients_are_finite_and_nonzero(bidir):
     leaves = [np.asarray(x) for x in jax.tree.leaves(g)]
     assert all(np.isfinite(x).all() for x in leaves), name
     assert sum(np.abs(x).sum() for x in leaves) > 0, name
+
+
+def test_block_coupled_at_b1_with_shift_is_the_exact_ar_logprob(bidir):
+  # At b = 1 with the shift every token is its block's last: scored with the
+  # AR's attention (causal context, clean tokens before it), whatever the masks.
+  del bidir
+  causal = tiny_model("causal")
+  exact = jitted(lambda m, *a: logprob._forward(m, *a, shift=1), causal)(
+      CONTEXT, VALID, COMPLETION)
+  want = jnp.take_along_axis(loss.subs_log_probs(exact, MASK), COMPLETION[..., None], -1)[..., 0]
+  est = jitted(logprob.block_coupled_logprob, causal, mask_id=MASK, block_size=1, shift=True)
+  for seed in range(2):
+    logp, weight = est(CONTEXT, VALID, COMPLETION, COUNTED, jax.random.key(seed))
+    np.testing.assert_allclose(np.asarray(logp)[COUNTED], np.asarray(want)[COUNTED], atol=1e-5)
+    np.testing.assert_array_equal(np.asarray(weight), COUNTED.astype(np.float32))
+
+
+def test_block_coupled_scores_each_counted_token_once(bidir):
+  est = jitted(logprob.block_coupled_logprob, bidir, mask_id=MASK, block_size=2, shift=True)
+  logp, weight = est(CONTEXT, VALID, COMPLETION, COUNTED, jax.random.key(0))
+  logp, weight = np.asarray(logp), np.asarray(weight)
+  assert np.all(weight[COUNTED] > 0) and np.all(weight[~COUNTED] == 0)
+  assert np.all(logp[COUNTED] < 0) and np.all(logp[~COUNTED] == 0)
