@@ -40,9 +40,10 @@ whose status hangs on hidden state (creating on an unlisted day, deleting an
 id never seen, mailing an email never seen). Effects of calls on known state,
 the counts after them and argument errors are determined. `check` grades
 determined facts, reports revealed ones, and holds invented content to the
-rules and the tool schemas (well-formed times, dates and ids, `count` equal to
-the items listed, `busy_minutes` the sum of their durations, contacts matching
-the query, new ids new, the account line following the status).
+rules and the tool schemas (the tool's statuses, a response and an error that
+fit the call, well-formed times, dates and ids, `count` equal to the items
+listed, `busy_minutes` the sum of their durations, contacts matching the
+query, new ids new, the account line following the status).
 
 Steers (the seed picks one for about 35% of episodes): meetings must end by
 17:00 (409), lunch 12:00-13:00 is protected (409), the task's person is on
@@ -1221,6 +1222,7 @@ def _constraints(world: _World, step: Step, obj: dict, footer: dict) -> dict[str
     out["response_shape"] = _holds(lambda: set(obj) <= set(_ERROR_KEYS)
                                    and isinstance(obj["error"], str) and obj["error"] != ""
                                    and ("conflict" not in obj or _event_id_ok(obj["conflict"])))
+    out["error_fits_call"] = _holds(lambda: _error_fits(tool, args, obj))
   if before is not None:
     out["account_line_follows"] = _account_follows(tool, success, before, footer)
   if success:
@@ -1228,6 +1230,28 @@ def _constraints(world: _World, step: Step, obj: dict, footer: dict) -> dict[str
     out.update({name: _holds(lambda rule=rule: rule(obj, footer, ctx))
                 for name, rule in _SUCCESS_RULES[tool].items()})
   return out
+
+
+def _error_fits(tool: str, args: dict, obj: dict) -> bool:
+  """For the failures hidden state decides (no such id, a conflict, not a
+  contact), the error is the one this call gets; `conflict` comes with a
+  conflict only. Other errors follow from the call and are determined."""
+  status, error = obj["status"], obj["error"]
+  if status == 404 and tool in ("calendar_delete_event", "calendar_move_event"):
+    allowed = [f"no event {str(args['event_id'])[:40]}"]
+  elif status == 404 and tool == "email_read":
+    allowed = [f"no message {str(args['message_id'])[:40]}"]
+  elif status == 409:
+    allowed = [f"conflicts with {obj.get('conflict')}", f"day is full ({MAX_DAY_EVENTS} events)",
+               "meetings must end by 17:00", "12:00-13:00 is protected for lunch"]
+  elif status == 422 and tool == "calendar_create_event":
+    allowed = [f"attendee {str(a)[:40]} is not a contact" for a in args["attendees"]]
+  elif status == 422 and tool == "email_send":
+    allowed = [f"recipient {str(args['to'])[:40]} is not a contact"]
+  else:
+    return "conflict" not in obj
+  return error in [_Fail(status, a).error for a in allowed] and (
+      ("conflict" in obj) == error.startswith("conflicts with "))
 
 
 def _account_follows(tool: str, success: bool, before: dict, footer: dict) -> bool:
@@ -1348,6 +1372,7 @@ _SUCCESS_RULES = {
         "busy_minutes_is_sum": lambda o, f, c: _int(o["busy_minutes"]) == sum(
             _span(e) for e in _items(o["events"])),
         "count_within_total": lambda o, f, c: _int(o["count"]) <= int(f["total_events"]),
+        "response_fits_call": lambda o, f, c: o["date"] == c.args["date"],
     },
     "calendar_create_event": {
         "event_well_formed": lambda o, f, c: _event_ok(o["event"], c.world, dated=True),
@@ -1356,16 +1381,23 @@ _SUCCESS_RULES = {
         and not set(o["declined"]) & set(o["event"]["attendees"]),
         "day_events_in_range": lambda o, f, c: 1 <= _int(o["day_events"]) <= MAX_DAY_EVENTS,
         "new_id_is_new": lambda o, f, c: _new_id(o["event"]["id"], c),
+        "response_fits_call": lambda o, f, c: all(
+            o["event"][k] == c.args[k] for k in ("title", "date", "start", "end"))
+        and sorted(o["event"]["attendees"] + o["declined"]) == sorted(c.args["attendees"]),
     },
     "calendar_delete_event": {
         "deleted_event_well_formed": lambda o, f, c: _event_id_ok(o["deleted"])
         and _text_ok(o["title"], 40) and o["date"] in c.world.week,
         "day_events_in_range": lambda o, f, c: 0 <= _int(o["day_events"]) < MAX_DAY_EVENTS,
+        "response_fits_call": lambda o, f, c: o["deleted"] == c.args["event_id"],
     },
     "calendar_move_event": {
         "event_well_formed": lambda o, f, c: _event_ok(o["event"], c.world, dated=True),
         "previous_well_formed": lambda o, f, c: _previous_ok(o["previous"]),
         "day_events_in_range": lambda o, f, c: 1 <= _int(o["day_events"]) <= MAX_DAY_EVENTS,
+        "response_fits_call": lambda o, f, c: all(
+            o["event"][k] == c.args[k] for k in ("start", "end"))
+        and o["event"]["id"] == c.args["event_id"],
     },
     "email_list_inbox": {
         "messages_well_formed": lambda o, f, c: all(
@@ -1383,11 +1415,14 @@ _SUCCESS_RULES = {
             o["message"], c.world, {"id", "from", "subject", "time", "body"})
         and isinstance(o["message"]["body"], str) and 0 < len(o["message"]["body"]) <= 300,
         "body_dates_in_week": lambda o, f, c: _body_dates_in_week(o["message"]["body"], c.world),
+        "response_fits_call": lambda o, f, c: o["message"]["id"] == c.args["message_id"],
     },
     "email_send": {
         "sent_message_well_formed": lambda o, f, c: set(o["message"]) == {"id", "to", "subject"}
         and _email_ok(o["message"]["to"], c.world) and _text_ok(o["message"]["subject"], 60),
         "sent_id_follows": lambda o, f, c: o["message"]["id"]
         == f"s{FIRST_SENT + int(c.before['sent'])}",
+        "response_fits_call": lambda o, f, c: o["message"]["to"] == c.args["to"]
+        and o["message"]["subject"] == c.args["subject"],
     },
 }
