@@ -852,8 +852,9 @@ class CalendarAppsEnv(Env):
     if message is None:
       raise _Fail(404, f"no message {message_id[:40]}")
     body = self._body(message)
-    self._unread -= not message.read
-    message.read = True
+    if not message.read:
+      self._unread -= 1
+      message.read = True
     first_read = message.id not in self._bodies_seen
     self._known_messages.add(message.id)
     self._bodies_seen.add(message.id)
