@@ -570,7 +570,8 @@ class ShopEnv(Env):
 
   def _do_add_to_cart(self, product_id: str, quantity: int) -> _Reply:
     k = self._k
-    full = product_id not in self._w.cart and len(self._w.cart) >= MAX_CART_LINES
+    in_cart = product_id in self._w.cart
+    full = not in_cart and len(self._w.cart) >= MAX_CART_LINES
     # A known product's outcome rests on its stock (or on a full cart); an id no
     # state showed may or may not be a product.
     if product_id in k.products:
@@ -578,7 +579,10 @@ class ShopEnv(Env):
     else:
       fixed = k.never_a_product(product_id)
     reply = self._add(product_id, quantity, full)
-    return reply if fixed else reply.hidden("cart_count", "cart_total")
+    if fixed:
+      return reply
+    # More units of a line already in the cart leave the line count as it is.
+    return reply.hidden("cart_total") if in_cart else reply.hidden("cart_count", "cart_total")
 
   def _add(self, product_id: str, quantity: int, full: bool) -> _Reply:
     p, k = self._w.products.get(product_id), self._k
@@ -1016,7 +1020,7 @@ def _close(a: Any, b: Any) -> bool:
 
 def _priced(name: Any, price: Any) -> bool:
   """A catalogue name with a price in its kind's range."""
-  if name not in NAMES:
+  if not isinstance(name, str) or name not in NAMES:
     return False
   lo, hi = PRICES[name.split()[-1]]
   return lo <= _num(price) <= hi + 0.99
@@ -1086,6 +1090,10 @@ def _call_outcomes(action: str) -> tuple[str, dict, set[int]]:
   return name, args, {400} | OUTCOMES[name]
 
 
+def _line_total(items: list) -> float:
+  return sum(_num(it["price"]) * _num(it["qty"]) for it in items)
+
+
 def _items(obj: dict, extra: str) -> tuple[list, bool]:
   items = obj.get("items")
   items = items if isinstance(items, list) else []
@@ -1116,7 +1124,7 @@ def _product_rules(obj, args, prev, spec, step) -> dict[str, bool]:
 
 def _cart_rules(obj, args, prev, spec, step) -> dict[str, bool]:
   items, ok = _items(obj, "qty")
-  total = sum(_num(it["price"]) * it["qty"] for it in items) if ok else math.nan
+  total = _line_total(items) if ok else math.nan
   return {"items_well_formed": ok,
           "cart_count_matches_items": _int(obj.get("cart_count")) == len(items),
           "cart_total_matches_lines": _close(total, obj.get("cart_total"))}
@@ -1134,7 +1142,7 @@ def _add_rules(obj, args, prev, spec, step) -> dict[str, bool]:
 
 def _order_rules(obj, args, prev, spec, step) -> dict[str, bool]:
   items, ok = _items(obj, "qty")
-  subtotal = sum(_num(it["price"]) * it["qty"] for it in items) if ok else math.nan
+  subtotal = _line_total(items) if ok else math.nan
   return {"items_well_formed": ok,
           "order_well_formed": (isinstance(obj.get("order_id"), str)
                                 and bool(ORDER_ID.fullmatch(obj["order_id"]))
