@@ -65,7 +65,8 @@ def render_state(observation: str, facts: Mapping[str, str]) -> str:
 def mentions(text: str, name: str) -> bool:
   """True if `text` names `name` as whole words, case-insensitively (`key`
   is not in `keyboard`, `apple 1` not in `apple 10`)."""
-  return bool(name) and re.search(rf"(?<!\w){re.escape(name)}(?!\w)", text, re.IGNORECASE) is not None
+  pattern = rf"(?<!\w){re.escape(name)}(?!\w)"
+  return bool(name) and re.search(pattern, text, re.IGNORECASE) is not None
 
 
 def same_value(predicted: str | None, reference: str) -> bool:
@@ -152,6 +153,13 @@ class RealEnv(base.Env):
   def start_record(self, first_state: str) -> None:
     """Starts the record of what the episode's observations have shown (at reset)."""
     self._shown = first_state
+    # Names found in `_shown`: each is looked for in the growing text until found, not every step.
+    self._found: set[str] = set()
+
+  def _was_shown(self, text: str) -> bool:
+    if text not in self._found and mentions(self._shown, text):
+      self._found.add(text)
+    return text in self._found
 
   def step_checks(self, action: str, observation: str, facts: Mapping[str, str],
                   must_include: Sequence[str] = ()) -> Checks:
@@ -159,12 +167,12 @@ class RealEnv(base.Env):
     as revealed facts the names the observation mentions that neither an
     earlier observation nor the action did, and the location when neither
     names it. Records the observation as shown."""
-    shown = f"{self._shown}\n{action}"
+    self._shown = f"{self._shown}\n{action}"
     new = tuple(n for n in sorted(set(self.names()))
-                if mentions(observation, n) and not mentions(shown, n) and n not in must_include)
+                if mentions(observation, n) and not self._was_shown(n) and n not in must_include)
     location = facts.get("location")
-    revealed = new + (("location",) if location and not mentions(shown, location) else ())
-    self._shown = f"{shown}\n{render_state(observation, facts)}"
+    revealed = new + (("location",) if location and not self._was_shown(location) else ())
+    self._shown = f"{self._shown}\n{render_state(observation, facts)}"
     return Checks(must_include=tuple(must_include) + new, fields=dict(facts), revealed=revealed)
 
   # ---- the checker

@@ -55,8 +55,11 @@ Revealed facts (adapters.base): the names of the objects the engine can refer
 to where the agent is (its possible objects) that an observation mentions for
 the first time, e.g. a room's contents on its first "look around", and a
 location nothing shown so far names (rare: a move names its room, and a
-room's doors name its neighbours). The lines of a listing the prediction
-invents (a room's contents, one a tab-indented line) must be noun phrases.
+room's doors name its neighbours). In what a prediction invents, a listing's
+lines (a room's contents, one a tab-indented line) must each name a thing
+(the engine lists most with an article, some substances bare: "soil"), and
+a room description ("This room is called the X.") must describe the status
+line's location.
 """
 
 from __future__ import annotations
@@ -70,7 +73,7 @@ from scienceworld import ScienceWorldEnv as _Engine
 from scienceworld.constants import TASKS as _TASKS
 
 from mdlm_wm.data.schema import Spec, Step
-from mdlm_wm.envs.adapters.base import RealEnv, articled, check_split, render_state
+from mdlm_wm.envs.adapters.base import RealEnv, check_split, render_state, same_value
 from mdlm_wm.envs.base import StepResult
 
 SIMPLIFICATION = "easy"
@@ -223,9 +226,11 @@ class ScienceWorldEnv(RealEnv):
   @classmethod
   def listing_constraints(cls, spec: Spec, step: Step, body: str,
                           status: Mapping[str, str]) -> dict[str, bool]:
-    """Each listed thing (a tab-indented line) is a noun phrase."""
+    """Each listed thing (a tab-indented line) is named; a room described is the status line's."""
     lines = [line.strip() for line in body.splitlines() if line.startswith("\t")]
-    return {"objects:articles": articled(lines)}
+    room = _PLACE.search(body)
+    return {"objects:named": all(line[:1].isalpha() for line in lines),
+            "objects:room": room is None or same_value(room.group(1), status.get("location", ""))}
 
   # ---- policies
 

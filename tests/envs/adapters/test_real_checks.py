@@ -11,7 +11,7 @@ from mdlm_wm.envs import base
 from mdlm_wm.envs.adapters.base import (RealEnv, articled, list_items, mentions, render_state,
                                         same_value)
 
-# Room -> (description, exit to the other room); the den's box holds a coin.
+# Room -> its description; the den's box holds a coin.
 _ROOMS = {"hall": "You are in the hall. You see a mat.",
           "den": "You are in the den. You see a lamp and a box."}
 _REVEALING = re.compile(r"revealing (.+?)\.")
@@ -37,7 +37,8 @@ class HouseEnv(RealEnv):
     return schema.Spec(initial_state=first, task="Find the coin."), first
 
   def _facts(self):
-    return {"location": self.room, "inventory": self.held, "score": str(int(self.held != "nothing"))}
+    score = str(int(self.held != "nothing"))
+    return {"location": self.room, "inventory": self.held, "score": score}
 
   def step(self, action):
     valid = True

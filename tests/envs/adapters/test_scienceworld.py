@@ -201,8 +201,11 @@ def test_checks_grade_determined_facts_and_constrain_revealed_ones():
   assert move.checks.revealed == () and {"lighter", "stove"} <= set(look.checks.revealed)
   result = env.check(spec, look, look.next_state.replace("a lighter", "a candle"))
   assert result.passed and not result.passed_all
-  assert env.check(spec, look, look.next_state.replace("\ta lighter", "\tlighter")).failures() == [
-      "constraint:objects:articles"]
+  # Listed things must be named, and the room described must be the status line's.
+  for old, new, failure in (("\ta lighter", "\t- lighter", "objects:named"),
+                            ("called the kitchen", "called the bathroom", "objects:room")):
+    result = env.check(spec, look, look.next_state.replace(old, new))
+    assert result.failures() == [f"constraint:{failure}"]
   assert env.check(spec, move, move.next_state.replace("location: kitchen", "location: hallway")
                    ).failures() == ["determined:field:location"]
   for old, new in (("inventory: orange, thermometer", "inventory: orange"),
