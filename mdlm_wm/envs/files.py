@@ -31,6 +31,23 @@ command:
 directory, whatever directory the command listed. ls prints names sorted,
 directories with a trailing `/`.
 
+Hidden state and what the shell reveals. The tree's shape is drawn at reset
+(the task and the expert need it); a file's content is drawn lazily, when a
+command first reads it, from a stream keyed by (seed, hidden stream, content
+key), and copies share their original's key. Every node records what the
+outputs so far have shown of it: its existence and kind (`seen`), a
+directory's every child (`listed`, as ls shows it) or its counts (`counted`,
+as the status line shows the working directory's); contents printed whole
+or searched for a pattern are remembered too. A command whose every lookup
+was already known is determined: its exit code, output and effects follow
+from what the earlier states showed. Otherwise its exit code and output are
+revealed, and so are the status facts it could change (the counts of a
+directory it touches, the goal, trash and quota); the first counts of a
+directory entered are revealed too. `fork_hidden` (the twin world) switches
+the content stream and re-draws every unseen part of the tree (the unseen
+children of a directory neither listed nor counted, keeping the task's files),
+so the twin agrees with the original on everything shown and nothing else.
+
 Steers (each adds its own key before `goal`):
   - read-only disk: every write fails with `Read-only file system` (exit 1);
     the task is then always show, which needs no write (`disk: read-only`).
@@ -43,11 +60,14 @@ Steers (each adds its own key before `goal`):
 
 from __future__ import annotations
 
+import collections
 import dataclasses
 import random
 import re
 import shlex
+from collections.abc import Callable
 
+from mdlm_wm.checks.result import CheckResult, parse_status_line
 from mdlm_wm.data.schema import Checks, Spec, Step
 from mdlm_wm.envs.base import Env, StepResult, register
 
@@ -103,6 +123,11 @@ _BAD_COMMANDS = ("dir", "del", "copy", "move", "list", "show", "open", "type", "
 _KNOWN = ("pwd", "ls", "cd", "cat", "mkdir", "touch", "mv", "cp", "rm", "grep")
 _FLAGS = {"mkdir": "p", "cp": "rR", "rm": "rR", "grep": "rR"}
 _SILENT = ("cd", "mkdir", "touch", "mv", "cp", "rm")
+_WRITES = ("mkdir", "touch", "mv", "cp", "rm")
+# Lookups that shape only a command's output or counters, never its exit code: the
+# children ls prints, the content cat prints, the space and trash entries rm frees.
+_OUTPUT_ONLY = {"ls": ("children",), "cat": ("content",), "rm": ("subtree", "children")}
+_COUNTS = ("entries", "files", "dirs")
 _TASK_KINDS = ("move", "find_copy", "mkdirs", "clean", "rename", "show")
 _TASK_WEIGHTS = (3, 3, 2, 2, 2, 1)
 
@@ -170,47 +195,72 @@ def _split_args(words: list[str]) -> tuple[str, list[str]]:
 
 @dataclasses.dataclass
 class _Node:
-  """A file or directory. `ident` survives mv but not cp, so moved originals can be found."""
+  """A file or directory. `ident` survives mv but not cp, so moved originals can be found;
+  `key` names a file's content (None: empty), shared by its copies.
+
+  What the outputs so far have shown: `seen` (existence and kind), `listed`
+  (a directory's every child) and `counted` (its file and directory counts).
+  """
   is_dir: bool
-  content: str = ""
+  key: str | None = None
   ident: int = -1
+  seen: bool = False
+  listed: bool = False
+  counted: bool = False
 
 
 class _FileSystem:
-  """Nodes by absolute path; every walk goes through sorted paths for determinism."""
+  """Nodes by absolute path; every walk goes through sorted paths for determinism.
+
+  While `blind` is a list (during a command), every lookup whose answer the
+  earlier outputs had not shown is appended to it: an empty list afterwards
+  means the command's outcome was determined. `changed` collects the
+  directories whose children a mutation changed.
+  """
 
   def __init__(self):
     self.nodes: dict[str, _Node] = {}
     self._next_ident = 0
+    self.blind: list[str] | None = None
+    self.changed: set[str] = set()
     for path in ("/", "/home", HOME):
       self.add(path, True)
 
-  def add(self, path: str, is_dir: bool, content: str = "") -> None:
-    self.nodes[path] = _Node(is_dir, content, self._next_ident)
+  def add(self, path: str, is_dir: bool, key: str | None = None) -> _Node:
+    node = self.nodes[path] = _Node(is_dir, key, self._next_ident)
     self._next_ident += 1
+    self.changed.add(_parent(path))
+    return node
+
+  # Lookups a command makes (recorded while watching).
+
+  def note(self, known: Callable[[], bool], what: str) -> None:
+    if self.blind is not None and not known():
+      self.blind.append(what)
 
   def get(self, path: str) -> _Node | None:
+    self.note(lambda: self.knows(path), f"status:{path}")
     return self.nodes.get(path)
 
+  def exists(self, path: str) -> bool:
+    return self.get(path) is not None
+
   def is_dir(self, path: str) -> bool:
-    node = self.nodes.get(path)
+    node = self.get(path)
     return node is not None and node.is_dir
 
   def is_file(self, path: str) -> bool:
-    node = self.nodes.get(path)
+    node = self.get(path)
     return node is not None and not node.is_dir
 
   def children(self, path: str) -> list[str]:
-    return [p for p in sorted(self.nodes) if p != "/" and _parent(p) == path]
+    node = self.nodes.get(path)
+    self.note(lambda: node.listed if node is not None else self.knows(path), f"children:{path}")
+    return self._children(path)
 
   def subtree(self, path: str) -> list[str]:
-    return [p for p in sorted(self.nodes) if _within(p, path)]
-
-  def files(self) -> list[tuple[str, _Node]]:
-    return [(p, n) for p, n in sorted(self.nodes.items()) if not n.is_dir]
-
-  def count_under(self, root: str) -> int:
-    return sum(1 for p in self.nodes if p != root and _within(p, root))
+    self.note(lambda: self.knows_subtree(path), f"subtree:{path}")
+    return self._subtree(path)
 
   def missing_reason(self, path: str) -> str:
     """Why `path` cannot be reached: a file in the way, or plain absence."""
@@ -221,20 +271,67 @@ class _FileSystem:
       probe = _parent(probe)
     return "No such file or directory"
 
+  # What the outputs so far have shown.
+
+  def knows(self, path: str) -> bool:
+    """Whether the outputs so far show what `path` is: a node seen, or an absence
+    below a listed directory or a seen file."""
+    node = self.nodes.get(path)
+    if node is not None:
+      return node.seen
+    probe = _parent(path)
+    while probe not in self.nodes:
+      probe = _parent(probe)
+    above = self.nodes[probe]
+    return above.seen and (above.listed or not above.is_dir)
+
+  def knows_subtree(self, path: str) -> bool:
+    node = self.nodes.get(path)
+    if node is None or not node.is_dir:
+      return self.knows(path)
+    return node.seen and node.listed and all(self.knows_subtree(c) for c in self._children(path))
+
+  def see(self, path: str) -> None:
+    """Marks `path` and every directory above it as shown."""
+    while path in self.nodes and not self.nodes[path].seen:
+      self.nodes[path].seen = True
+      path = _parent(path)
+
+  # Unrecorded access: the simulator's own bookkeeping, policies and mutations.
+
+  def _children(self, path: str) -> list[str]:
+    return [p for p in sorted(self.nodes) if p != "/" and _parent(p) == path]
+
+  def _subtree(self, path: str) -> list[str]:
+    return [p for p in sorted(self.nodes) if _within(p, path)]
+
+  def node(self, path: str) -> _Node | None:
+    return self.nodes.get(path)
+
+  def files(self) -> list[tuple[str, _Node]]:
+    return [(p, n) for p, n in sorted(self.nodes.items()) if not n.is_dir]
+
+  def count_under(self, root: str) -> int:
+    return sum(1 for p in self.nodes if p != root and _within(p, root))
+
   def remove(self, path: str) -> None:
-    for p in self.subtree(path):
+    self.changed.add(_parent(path))
+    for p in self._subtree(path):
       del self.nodes[p]
 
   def move(self, src: str, dst: str) -> None:
     if dst in self.nodes:
       self.remove(dst)
-    for p in self.subtree(src):
+    self.changed.update((_parent(src), _parent(dst)))
+    for p in self._subtree(src):
       self.nodes[dst + p[len(src):]] = self.nodes.pop(p)
 
   def copy(self, src: str, dst: str) -> None:
-    for p in self.subtree(src):
+    """Copies share content keys and carry what was shown of their originals."""
+    for p in self._subtree(src):
       node = self.nodes[p]
-      self.add(dst + p[len(src):], node.is_dir, node.content)
+      new = self.add(dst + p[len(src):], node.is_dir, node.key)
+      new.seen, new.listed, new.counted = node.seen, node.listed, node.counted
 
 
 # --------------------------------------------------------------------------
@@ -277,7 +374,10 @@ def _build_dirs(rng: random.Random, fs: _FileSystem) -> list[str]:
 
 
 def _build_files(rng: random.Random, fs: _FileSystem, dirs: list[str]) -> list[str]:
-  """9-16 uniquely named files; at least three notes, two logs and two .tmp files."""
+  """9-16 uniquely named files; at least three notes, two logs and two .tmp files.
+
+  Each file's content key is its path at reset; the content itself is drawn
+  when a command first reads it (FilesEnv._content)."""
   exts = ["txt", "md", rng.choice(("txt", "md")), "log", "log", "tmp", "tmp"]
   exts += rng.choices(_EXTS, weights=(2, 2, 2, 2, 1, 1, 2), k=rng.randint(2, 9))
   used: dict[str, list[str]] = {ext: [] for ext in _EXTS}
@@ -291,30 +391,35 @@ def _build_files(rng: random.Random, fs: _FileSystem, dirs: list[str]) -> list[s
     preferred = [d for d in dirs if _base(d) in _HOMES[ext]]
     where = rng.choice(preferred if preferred and rng.random() < 0.65 else [HOME] + dirs)
     path = _join(where, f"{base}.{ext}")
-    fs.add(path, False, _content(rng, ext))
+    fs.add(path, False, path)
     paths.append(path)
   return sorted(paths)
 
 
-def _plant_keywords(rng: random.Random, fs: _FileSystem, files: list[str]) -> dict[str, str]:
-  """Puts a distinct keyword into 2-4 notes; returns keyword -> path."""
+def _plant_keywords(rng: random.Random, files: list[str]) -> dict[str, str]:
+  """Picks 2-4 notes to mention a distinct keyword each; returns keyword -> path
+  (the path is also the note's content key)."""
   notes = [p for p in files if p.endswith((".txt", ".md"))]
   chosen = rng.sample(notes, min(len(notes), rng.randint(2, 4)))
-  planted = {}
-  for path, word in zip(chosen, rng.sample(_KEYWORDS, len(chosen))):
-    lines = fs.nodes[path].content.split("\n")
-    lines[-1] = rng.choice(_KEYWORD_LINES).format(word)
-    fs.nodes[path].content = "\n".join(lines)
-    planted[word] = path
-  return planted
+  return dict(zip(rng.sample(_KEYWORDS, len(chosen)), chosen))
+
+
+def _draw_content(rng: random.Random, ext: str, keyword: str | None) -> str:
+  """A file's content; a keyword note's last line mentions its keyword."""
+  text = _content(rng, ext)
+  if keyword is None:
+    return text
+  lines = text.split("\n")
+  lines[-1] = rng.choice(_KEYWORD_LINES).format(keyword)
+  return "\n".join(lines)
 
 
 @dataclasses.dataclass(frozen=True)
 class _Item:
-  """A file the task is about, as it was at reset."""
+  """A file the task is about, as it was at reset (its content by key: copies count)."""
   path: str
   ident: int
-  content: str
+  key: str
 
   @property
   def name(self) -> str:
@@ -339,7 +444,7 @@ def _display(path: str) -> str:
 
 def _item(fs: _FileSystem, path: str) -> _Item:
   node = fs.nodes[path]
-  return _Item(path, node.ident, node.content)
+  return _Item(path, node.ident, node.key)
 
 
 def _task_move(rng, fs, dirs, files, planted) -> _Task | None:
@@ -413,11 +518,18 @@ _TASK_BUILDERS = {"move": _task_move, "find_copy": _task_find_copy, "mkdirs": _t
 
 @dataclasses.dataclass
 class _Out:
-  """A command's printed lines, exit code and the entities its text must (not) show."""
+  """A command's printed lines, exit code and the entities its text must show, with
+  what the output reveals: paths shown to exist, the directory listed, content keys
+  printed whole or searched for `pattern`, and whether the goal's change is known."""
   lines: list[str]
   code: int = 0
   include: tuple[str, ...] = ()
-  exclude: tuple[str, ...] = ()
+  seen: tuple[str, ...] = ()
+  listed: str = ""
+  read: tuple[str, ...] = ()
+  scanned: tuple[str, ...] = ()
+  pattern: str = ""
+  goal_known: bool = True
 
 
 def _err(code: int, *lines: str) -> _Out:
@@ -440,11 +552,17 @@ class FilesEnv(Env):
   def reset(self, seed: int, steer: str | None = None) -> tuple[Spec, str]:
     steer = self.resolve_steer(seed, steer)
     self._steer = steer
+    self._seed = seed
+    self._stream = "world"
     rng = random.Random(f"{self.name}/{seed}")
     self._fs = _FileSystem()
     dirs = _build_dirs(rng, self._fs)
     files = _build_files(rng, self._fs, dirs)
-    planted = _plant_keywords(rng, self._fs, files)
+    planted = _plant_keywords(rng, files)
+    self._keywords = {path: word for word, path in planted.items()}
+    self._drawn: dict[str, str] = {}
+    self._full: set[str] = set()
+    self._checked: dict[str, set[str]] = {}
     self._initial_idents = self._fs._next_ident
     self._task = self._make_task(random.Random(f"{self.name}/{seed}/task"), dirs, files, planted)
     self._cwd = HOME
@@ -453,11 +571,36 @@ class FilesEnv(Env):
     if steer == TRASH_BIN:
       self._fs.add(TRASH, True)
     self._quota_limit = self._fs.count_under(HOME) + self._quota_need() + rng.randint(0, 2)
+    self._show_start()
     listing = self._ls_names(HOME)
     obs = f"Shell started in {HOME}.\n" + ("  ".join(listing) + "\n" if listing else "")
     obs += self._status(self._fields(0))
     spec = Spec(initial_state=obs, task=self._task.text, tools=(), rules=self._rules(), steer=steer)
     return spec, obs
+
+  def _show_start(self) -> None:
+    """What the first state and the spec show: the home listing, the trash the rules
+    name, and the file a rename task names."""
+    fs = self._fs
+    for path in ("/home", HOME, TRASH):
+      if path in fs.nodes:
+        fs.see(path)
+    for path in (HOME, TRASH):
+      if path in fs.nodes:
+        fs.nodes[path].listed = fs.nodes[path].counted = True
+    for path in fs._children(HOME):
+      fs.see(path)
+    if self._task.kind == "rename":
+      fs.see(self._task.items[0].path)
+
+  def _content(self, key: str | None) -> str:
+    """A file's content, drawn when first read from the current hidden stream."""
+    if key is None:
+      return ""
+    if key not in self._drawn:
+      rng = random.Random(f"{self.name}/{self._seed}/{self._stream}/content/{key}")
+      self._drawn[key] = _draw_content(rng, key.rsplit(".", 1)[1], self._keywords.get(key))
+    return self._drawn[key]
 
   def _make_task(self, rng: random.Random, dirs, files, planted) -> _Task:
     """Draws a task kind; a read-only disk only allows show, which writes nothing.
@@ -483,7 +626,7 @@ class FilesEnv(Env):
 
   def _missing_chain(self, path: str) -> list[str]:
     chain = []
-    while path not in self._fs.nodes:
+    while not self._fs.exists(path):
       chain.append(path)
       path = _parent(path)
     return chain[::-1]
@@ -493,7 +636,7 @@ class FilesEnv(Env):
         "Commands: pwd, ls [path], cd [path], cat file, mkdir [-p] dir, touch file, mv src dst, "
         "cp [-r] src dst, rm [-r] path, grep [-r] pattern [path]. ~ is /home/user; no wildcards.",
         "ls prints names sorted, directories with a trailing /, and hides names starting with a "
-        "dot.",
+        "dot. At the start no two files in ~ share a name.",
         "Errors follow bash and GNU coreutils; a failed command changes nothing. Writing outside "
         "/home/user is not permitted and a directory holding the working directory is busy.",
         "Every output ends with [cwd: DIR | entries: N (files: F, dirs: D) | exit: CODE | "
@@ -521,7 +664,8 @@ class FilesEnv(Env):
     return [p for p in self._fs.children(path) if not _base(p).startswith(".")]
 
   def _ls_names(self, path: str) -> list[str]:
-    return [_base(p) + ("/" if self._fs.is_dir(p) else "") for p in self._visible(path)]
+    # The children lookup in _visible already records whether the listing was known.
+    return [_base(p) + ("/" if self._fs.node(p).is_dir else "") for p in self._visible(path)]
 
   def _quota_left(self) -> int:
     return max(0, self._quota_limit - self._fs.count_under(HOME))
@@ -556,25 +700,25 @@ class FilesEnv(Env):
   def _named(self, name: str) -> list[str]:
     return [p for p, _ in self._fs.files() if _base(p) == name and self._outside_trash(p)]
 
-  def _holds(self, path: str, content: str) -> bool:
-    node = self._fs.get(path)
-    return node is not None and not node.is_dir and node.content == content
+  def _holds(self, path: str, key: str) -> bool:
+    node = self._fs.node(path)
+    return node is not None and not node.is_dir and node.key == key
 
   def _conditions(self) -> list[bool]:
     task = self._task
     if task.kind == "move":
-      return [self._holds(_join(task.dest, it.name), it.content)
+      return [self._holds(_join(task.dest, it.name), it.key)
               and not self._strays(it) for it in task.items]
     if task.kind == "find_copy":
       it = task.items[0]
-      return [self._holds(_join(task.dest, it.name), it.content), self._holds(it.path, it.content)]
+      return [self._holds(_join(task.dest, it.name), it.key), self._holds(it.path, it.key)]
     if task.kind == "mkdirs":
       return [self._fs.is_dir(t) for t in task.targets]
     if task.kind == "clean":
       return [not self._named(it.name) for it in task.items]
     if task.kind == "rename":
       it = task.items[0]
-      return [self._holds(task.new_path, it.content), it.path not in self._fs.nodes]
+      return [self._holds(task.new_path, it.key), it.path not in self._fs.nodes]
     return [self._shown]
 
   def _strays(self, it: _Item) -> list[str]:
@@ -589,15 +733,135 @@ class FilesEnv(Env):
   # Stepping.
 
   def step(self, action: str) -> StepResult:
+    fs = self._fs
+    words = _tokens(action) or [""]
+    touched = self._touched(words) if words[0] in _WRITES else set()
+    fs.changed, fs.blind = set(), []
     out = self._run(action)
+    blind, fs.blind = fs.blind, None
+    determined = not blind
+    exit_known = all(b.split(":", 1)[0] in _OUTPUT_ONLY.get(words[0], ()) for b in blind)
     self._note_goal_events(action, out)
     done_n, total = self._progress()
     success = done_n == total
     fields = self._fields(out.code)
+    revealed = self._revealed_fields(words[0], out, determined, exit_known, touched, fields)
+    if not determined:
+      revealed += [s for s in dict.fromkeys(out.include) if s not in fields]
+    exclude = self._exclusions(out.listed, determined) if out.listed else ()
+    self._learn(out, determined)
     text = "\n".join(out.lines + [self._status(fields)])
-    checks = Checks(must_include=out.include, must_exclude=out.exclude, fields=fields)
+    checks = Checks(must_include=out.include, must_exclude=exclude, fields=fields,
+                    revealed=tuple(revealed))
     return StepResult(text, 1.0 if success else 0.0, success, checks, out.code == 0,
                       {"success": success, "exit": out.code})
+
+  def _revealed_fields(self, cmd: str, out: _Out, determined: bool, exit_known: bool,
+                       touched: set[str], fields: dict[str, str]) -> list[str]:
+    """Status facts the earlier outputs did not imply (module docstring). Called
+    before `_learn`, so the nodes' flags still say what s_t and before showed;
+    `exit_known`: every lookup the exit code depends on was known; `touched`: the
+    directories a write could change (`_touched`)."""
+    keys = [] if exit_known else ["exit"]
+    if cmd == "cd":
+      if not determined:
+        keys += ["cwd", *_COUNTS]
+      elif not self._counts_known(self._cwd):
+        keys += _COUNTS
+    if cmd in _WRITES and not determined:
+      if self._cwd in touched:
+        keys += _COUNTS
+      keys += [k for k in ("trash", "quota") if k in fields]
+    if self._goal_revealed(cmd, out, determined):
+      keys.append("goal")
+    return keys
+
+  def _counts_known(self, path: str) -> bool:
+    node = self._fs.node(path)
+    return node.listed or node.counted
+
+  def _touched(self, words: list[str]) -> set[str]:
+    """Directories whose children a write with these operands could change: each
+    operand's parent; a mv/cp destination known to be a directory (or written
+    with a trailing /) instead of its parent; every level of a mkdir -p."""
+    cmd, (flags, ops) = words[0], _split_args(words[1:])
+    out = {TRASH}
+    for i, arg in enumerate(ops):
+      path = self._resolve(arg)
+      node = self._fs.node(path)
+      into = cmd in ("mv", "cp") and i == 1 and (
+          arg.endswith("/") or (node is not None and node.seen and node.is_dir))
+      out.add(path if into else _parent(path))
+      while cmd == "mkdir" and "p" in flags and path != "/":
+        path = _parent(path)
+        out.add(path)
+    return out
+
+  def _goal_revealed(self, cmd: str, out: _Out, determined: bool) -> bool:
+    """A write whose outcome was unknown may change the goal (show's goal only moves
+    on cat); a known write or a cat may still touch files whose part in the task
+    the outputs have not shown (`_Out.goal_known`)."""
+    if self._task.kind == "show":
+      return cmd == "cat" and not determined and not (out.code == 0 and out.goal_known)
+    return cmd in _WRITES and not (determined and out.goal_known)
+
+  def _identity_known(self, key: str | None) -> bool:
+    """Whether the outputs show if content `key` is the file that mentions the task's
+    keyword: it was printed or searched for the keyword, or that file was found
+    (the task speaks of one file). Other tasks name their files by name."""
+    word = self._task.keyword
+    if not word or key is None:
+      return True
+
+    def shown(k):
+      return k in self._full or word in self._checked.get(k, ())
+    return shown(key) or shown(self._task.items[0].key)
+
+  def _goal_known(self, paths: list[str]) -> bool:
+    """Whether moving, copying or removing these paths changes the goal in a way the
+    outputs imply: their whole subtrees shown, and each file's part in the task."""
+    fs = self._fs
+    return all(fs.knows_subtree(p) and all(self._identity_known(fs.nodes[q].key)
+                                           for q in fs._subtree(p)) for p in paths)
+
+  def _exclusions(self, path: str, determined: bool) -> tuple[str, ...]:
+    """Up to three names this listing lacks that earlier outputs and the rules imply:
+    hidden names here (ls hides them) and files seen elsewhere, any when the listing
+    itself is known, else those no other file shares (names start unique and the
+    outputs showed every copy since)."""
+    shown = [n.rstrip("/") for n in self._ls_names(path)] + [self._cwd]
+    fs = self._fs
+    counts = collections.Counter(_base(p) for p, _ in fs.files())
+    pool = {_base(p) for p in fs._children(path) if _base(p).startswith(".")}
+    pool |= {_base(p) for p, n in fs.files()
+             if n.seen and _parent(p) != path and (determined or counts[_base(p)] == 1)}
+    pool = [n for n in sorted(pool) if not any(n in s for s in shown)]
+    return tuple(pool[::max(1, len(pool) // 3)][:3])
+
+  def _learn(self, out: _Out, determined: bool) -> None:
+    """Records what this step's output showed (after its facts were marked)."""
+    fs = self._fs
+    for path in out.seen:
+      fs.see(path)
+    if out.listed:
+      node = fs.nodes[out.listed]
+      node.listed = node.counted = True
+      for child in self._visible(out.listed):
+        fs.see(child)
+    self._full.update(out.read)
+    for key in out.scanned:
+      self._checked.setdefault(key, set()).add(out.pattern)
+    for path in fs.changed:
+      node = fs.node(path)
+      if node is None or not node.is_dir:
+        continue
+      node.counted = node.counted and determined
+      node.listed = node.listed and all(fs.nodes[c].seen for c in fs._children(path))
+    # A path that is shown to exist shows its directories too (e.g. after mv into one).
+    for path in [p for p, n in fs.nodes.items() if n.seen]:
+      fs.see(_parent(path))
+    fs.see(self._cwd)
+    fs.nodes[self._cwd].counted = True
 
   def _note_goal_events(self, action: str, out: _Out) -> None:
     """Records a successful search for, or cat of, the task's keyword file."""
@@ -671,18 +935,10 @@ class FilesEnv(Env):
     if node is None:
       return _err(2, f"ls: cannot access '{ops[0]}': No such file or directory")
     if not node.is_dir:
-      return _Out([ops[0]], include=(ops[0],))
+      return _Out([ops[0]], include=(ops[0],), seen=(path,))
     names = self._ls_names(path)
-    return _Out(["  ".join(names)] if names else [], include=tuple(names),
-                exclude=self._absent_names(path, names))
-
-  def _absent_names(self, path: str, names: list[str]) -> tuple[str, ...]:
-    """Up to three file names elsewhere in the tree (or hidden here) that this listing lacks."""
-    shown = [n.rstrip("/") for n in names] + [self._cwd]
-    pool = sorted({_base(p) for p, _ in self._fs.files() if _parent(p) != path}
-                  | {_base(p) for p in self._fs.children(path) if _base(p).startswith(".")})
-    pool = [n for n in pool if not any(n in s for s in shown)]
-    return tuple(pool[::max(1, len(pool) // 3)][:3])
+    return _Out(["  ".join(names)] if names else [], include=tuple(names), seen=(path,),
+                listed=path)
 
   def _cmd_cd(self, flags: str, ops: list[str]) -> _Out:
     if bad := self._arity("cd", ops, 0, 1, ""):
@@ -696,6 +952,13 @@ class FilesEnv(Env):
     self._cwd = path
     return _Out([])
 
+  def _read(self, key: str | None, pattern: str = "") -> str:
+    """A file's content as a command reads it; known when printed whole before (or,
+    for a search, searched for the same pattern)."""
+    self._fs.note(lambda: key is None or key in self._full
+                  or (pattern and pattern in self._checked.get(key, ())), f"content:{key}")
+    return self._content(key)
+
   def _cmd_cat(self, flags: str, ops: list[str]) -> _Out:
     if bad := self._arity("cat", ops, 1, 1, "cat: missing file operand"):
       return bad
@@ -705,8 +968,11 @@ class FilesEnv(Env):
       return _err(1, f"cat: {ops[0]}: {self._fs.missing_reason(path)}")
     if node.is_dir:
       return _err(1, f"cat: {ops[0]}: Is a directory")
-    lines = node.content.split("\n") if node.content else []
-    return _Out(lines, include=tuple(lines))
+    found = not self._fs.blind and self._identity_known(node.key)
+    text = self._read(node.key)
+    lines = text.split("\n") if text else []
+    return _Out(lines, include=tuple(lines), seen=(path,), read=(node.key,) if node.key else (),
+                goal_known=found)
 
   def _cmd_grep(self, flags: str, ops: list[str]) -> _Out:
     recursive = bool(flags)
@@ -723,22 +989,29 @@ class FilesEnv(Env):
     if node.is_dir and not recursive:
       return _err(2, f"grep: {ops[1]}: Is a directory")
     if not node.is_dir:
-      lines = [line for line in node.content.split("\n") if pattern in line]
+      files, prefix = [root], None
     else:
+      files = [p for p in self._fs.subtree(root) if not self._fs.nodes[p].is_dir]
       prefix = ops[1].rstrip("/") + "/" if len(ops) > 1 else ""
-      lines = [f"{prefix}{p[len(root):].lstrip('/')}:{line}"
-               for p, n in self._fs.files() if _within(p, root)
-               for line in n.content.split("\n") if pattern in line]
-    return _Out(lines, 0 if lines else 1, include=tuple(lines))
+    lines, seen = [], [root]
+    for p in files:
+      found = [line for line in self._read(self._fs.nodes[p].key, pattern).split("\n")
+               if pattern in line]
+      lines += found if prefix is None else [f"{prefix}{p[len(root):].lstrip('/')}:{line}"
+                                             for line in found]
+      seen += [p] if found else []
+    keys = tuple(k for k in (self._fs.nodes[p].key for p in files) if k)
+    return _Out(lines, 0 if lines else 1, include=tuple(lines), seen=tuple(seen), scanned=keys,
+                pattern=pattern)
 
   def _cmd_mkdir(self, flags: str, ops: list[str]) -> _Out:
     if bad := self._arity("mkdir", ops, 1, 1, "mkdir: missing operand"):
       return bad
     path = self._resolve(ops[0])
     fail = f"mkdir: cannot create directory '{ops[0]}'"
-    if path in self._fs.nodes:
+    if self._fs.exists(path):
       if "p" in flags and self._fs.is_dir(path):
-        return _Out([])
+        return _Out([], seen=(path,))
       return _err(1, f"{fail}: File exists")
     chain = self._missing_chain(path)
     if len(chain) > 1 and "p" not in flags:
@@ -747,21 +1020,29 @@ class FilesEnv(Env):
       return _err(1, f"{fail}: Not a directory")
     if refused := self._refuse(fail, (path,), len(chain)):
       return refused
-    for p in chain:
-      self._fs.add(p, True)
-    return _Out([])
+    # Without -p success means the directory is new, hence empty; with -p only
+    # levels known to be missing are.
+    empty = [self._fs.knows(p) or "p" not in flags for p in chain]
+    for p, known in zip(chain, empty):
+      node = self._fs.add(p, True)
+      node.listed = node.counted = known
+    return _Out([], seen=(path,))
 
   def _cmd_touch(self, flags: str, ops: list[str]) -> _Out:
     if bad := self._arity("touch", ops, 1, 1, "touch: missing file operand"):
       return bad
     path = self._resolve(ops[0])
     fail = f"touch: cannot touch '{ops[0]}'"
-    if path not in self._fs.nodes and not self._fs.is_dir(_parent(path)):
+    exists = self._fs.exists(path)
+    if not exists and not self._fs.is_dir(_parent(path)):
       return _err(1, f"{fail}: {self._fs.missing_reason(path)}")
-    if refused := self._refuse(fail, (path,), int(path not in self._fs.nodes)):
+    if refused := self._refuse(fail, (path,), int(not exists)):
       return refused
-    if path not in self._fs.nodes:
-      self._fs.add(path, False)
+    if not exists:
+      # Success shows that a file is there now; taken as new and empty (the name
+      # could have been an unseen file, but a shell user who touches a name
+      # expects a new one).
+      self._fs.add(path, False).seen = True
     return _Out([])
 
   def _cmd_rm(self, flags: str, ops: list[str]) -> _Out:
@@ -781,18 +1062,22 @@ class FilesEnv(Env):
       return _err(1, f"{fail}: Device or resource busy")
     if refused := self._refuse(fail, (path,)):
       return refused
+    goal_known = self._goal_known([path])
+    if self._steer == QUOTA:
+      self._fs.subtree(path)  # the space freed
     if self._steer == TRASH_BIN and self._outside_trash(path):
       if not self._fs.is_dir(TRASH):
         self._fs.add(TRASH, True)
+      self._fs.children(TRASH)  # an entry of the same name is replaced
       self._fs.move(path, _join(TRASH, _base(path)))
     else:
       self._fs.remove(path)
-    return _Out([])
+    return _Out([], goal_known=goal_known)
 
   def _target(self, cmd: str, src_arg: str, dst_arg: str) -> tuple[str, str] | _Out:
     """(source, destination) paths of mv/cp, or the error that stops them."""
     src, dst = self._resolve(src_arg), self._resolve(dst_arg)
-    if src not in self._fs.nodes:
+    if not self._fs.exists(src):
       return _err(1, f"{cmd}: cannot stat '{src_arg}': {self._fs.missing_reason(src)}")
     if self._fs.is_dir(dst):
       dst = _join(dst, _base(src))
@@ -831,8 +1116,9 @@ class FilesEnv(Env):
       return _err(1, f"{fail}: Device or resource busy")
     if refused := self._refuse(fail, (src, dst)):
       return refused
+    goal_known = self._goal_known([src, dst])
     self._fs.move(src, dst)
-    return _Out([])
+    return _Out([], goal_known=goal_known)
 
   def _cmd_cp(self, flags: str, ops: list[str]) -> _Out:
     if bad := self._arity("cp", ops, 2, 2, "cp: missing file operand"):
@@ -845,13 +1131,14 @@ class FilesEnv(Env):
     src, dst = found
     kind = "directory" if self._fs.is_dir(src) else "regular file"
     fail = f"cp: cannot create {kind} '{self._shown_target(ops[1], src, dst)}'"
-    new = len(self._fs.subtree(src)) - (dst in self._fs.nodes)
+    new = len(self._fs.subtree(src)) - self._fs.exists(dst) if self._steer == QUOTA else 0
     if refused := self._refuse(fail, (dst,), new):
       return refused
+    goal_known = self._goal_known([src, dst])
     if dst in self._fs.nodes:
       self._fs.remove(dst)
     self._fs.copy(src, dst)
-    return _Out([])
+    return _Out([], goal_known=goal_known)
 
   # ------------------------------------------------------------------------
   # Policies.
@@ -905,10 +1192,10 @@ class FilesEnv(Env):
     """Where the item's content now lives: the same node first, then any copy."""
     files = [(p, n) for p, n in self._fs.files() if p != avoid]
     for p, n in files:
-      if n.ident == it.ident and n.content == it.content:
+      if n.ident == it.ident and n.key == it.key:
         return p
     for p, n in files:
-      if n.content == it.content:
+      if n.key == it.key:
         return p
     return None
 
@@ -919,7 +1206,7 @@ class FilesEnv(Env):
     task = self._task
     for it in task.items:
       target = _join(task.dest, it.name)
-      if not self._holds(target, it.content):
+      if not self._holds(target, it.key):
         if not self._fs.is_dir(task.dest):
           return self._make_dir(task.dest)
         src = self._locate(it, avoid=target)
@@ -935,12 +1222,12 @@ class FilesEnv(Env):
     if not self._searched:
       return self._search()
     target = _join(task.dest, it.name)
-    if not self._holds(target, it.content):
+    if not self._holds(target, it.key):
       if not self._fs.is_dir(task.dest):
         return self._make_dir(task.dest)
       src = self._locate(it, avoid=target)
       return f"cp {self._arg(src)} {self._arg(task.dest)}/" if src else "ls"
-    if not self._holds(it.path, it.content):
+    if not self._holds(it.path, it.key):
       if not self._fs.is_dir(_parent(it.path)):
         return self._make_dir(_parent(it.path))
       return f"cp {self._arg(target)} {self._arg(it.path)}"
@@ -960,7 +1247,7 @@ class FilesEnv(Env):
 
   def _expert_rename(self) -> str:
     it, new = self._task.items[0], self._task.new_path
-    if not self._holds(new, it.content):
+    if not self._holds(new, it.key):
       if not self._fs.is_dir(_parent(new)):
         return self._make_dir(_parent(new))
       src = self._locate(it, avoid=new)
@@ -987,10 +1274,10 @@ class FilesEnv(Env):
     """A name absent from the working directory."""
     pool = _DIR_NAMES + _SUB_NAMES if is_dir else tuple(
         f"{b}.{e}" for e in _EXTS for b in _BASES[e][:3])
-    name = rng.choice(pool)
-    while _join(self._cwd, name) in self._fs.nodes:
-      name += "2"
-    return name
+    base, dot, ext = rng.choice(pool).partition(".")
+    while _join(self._cwd, base + dot + ext) in self._fs.nodes:
+      base += "2"
+    return base + dot + ext
 
   def random_action(self, rng: random.Random) -> str:
     kind = rng.choices(("ls", "cd", "cat", "pwd", "grep", "touch", "mkdir", "mv", "cp", "rm"),
@@ -1041,78 +1328,244 @@ class FilesEnv(Env):
     return rng.choice(options)
 
   # ------------------------------------------------------------------------
+  # The twin world.
+
+  def fork_hidden(self, stream: str) -> None:
+    """Switches the hidden stream: contents not read yet are drawn from it, and every
+    unseen child of a directory neither listed nor counted is drawn anew (keeping
+    the task's files and paths, so the task and its goal stay as they were)."""
+    self._stream = stream
+    fs = self._fs
+    before = fs.count_under(HOME)
+    keep = self._task_paths()
+    open_dirs = [p for p, n in sorted(fs.nodes.items())
+                 if n.is_dir and _within(p, HOME) and not _within(p, TRASH)
+                 and not (n.listed or n.counted)]
+    for d in open_dirs:
+      for child in fs._children(d) if d in fs.nodes else []:
+        node = fs.nodes[child]
+        if not node.seen and node.ident < self._initial_idents and child not in keep:
+          fs.remove(child)
+    used = {_base(p) for p, _ in fs.files()} | {it.name for it in self._task.items}
+    for d in open_dirs:
+      if d in fs.nodes:
+        self._fill(d, used)
+    # The quota counts what the command creates, not the re-drawn filler.
+    self._quota_limit += fs.count_under(HOME) - before
+
+  def _task_paths(self) -> set[str]:
+    """The task's files where they are now, the paths its text names, and their parents."""
+    task = self._task
+    idents = {it.ident for it in task.items}
+    paths = [p for p, n in self._fs.nodes.items() if n.ident in idents]
+    paths += [p for p in (task.dest, task.new_path, *task.targets) if p in self._fs.nodes]
+    keep = set()
+    for path in paths:
+      while path not in keep and path != "/":
+        keep.add(path)
+        path = _parent(path)
+    return keep
+
+  def _fill(self, directory: str, used: set[str]) -> None:
+    """Fresh unseen files (and maybe a subdirectory) in `directory`, named apart from
+    every file in the tree and of no kind the task counts."""
+    rng = random.Random(f"{self.name}/{self._seed}/{self._stream}/dir/{directory}")
+    banned = {"move": self._task.items[0].name.rsplit(".", 1)[1] if self._task.items else "",
+              "clean": "tmp"}.get(self._task.kind, "")
+    exts = [e for e in _EXTS if e != banned]
+    for _ in range(rng.choice((0, 1, 1, 2, 2, 3))):
+      ext = rng.choice(exts)
+      free = [b for b in _BASES[ext] if f"{b}.{ext}" not in used]
+      if free:
+        name = f"{rng.choice(free)}.{ext}"
+        used.add(name)
+        path = _join(directory, name)
+        self._fs.add(path, False, f"{self._stream}:{path}")
+    depth = directory.count("/") - HOME.count("/")
+    if depth < 3 and rng.random() < 0.3:
+      names = [n for n in _SUB_NAMES if _join(directory, n) not in self._fs.nodes]
+      if names:
+        sub = _join(directory, rng.choice(names))
+        self._fs.add(sub, True)
+        self._fill(sub, used)
+
+  # ------------------------------------------------------------------------
   # The structured state check.
 
-  @staticmethod
-  def state_check(spec: Spec, step: Step, prediction: str) -> float:
-    """Parses the status line and the output, scoring facts and their consistency."""
+  @classmethod
+  def check(cls, spec: Spec, step: Step, prediction: str) -> CheckResult:
+    """Determined facts (the status line's and the output's, as `step.checks` marks
+    them), revealed facts (reported only) and the rules invented output must keep."""
+    text = prediction if isinstance(prediction, str) else ""
+    body, status = _read_status(text)
+    checks = step.checks
+    determined = {"format": status is not None}
+    revealed = {}
+    facts = status or {}
+    for key, value in checks.fields.items():
+      side = revealed if checks.is_revealed_field(key) else determined
+      side[f"field:{key}"] = facts.get(key) == value
+    low = text.lower()
+    for item in checks.must_include:
+      side = revealed if checks.is_revealed_include(item) else determined
+      side[f"include:{item}"] = item.lower() in low
+    for item in checks.must_exclude:
+      determined[f"exclude:{item}"] = item.lower() not in low
+    constraints = _constraints(step, body, facts)
+    if status is None:
+      constraints = {name: False for name in constraints}
+    return CheckResult(determined, revealed, constraints)
+
+  @classmethod
+  def state_check(cls, spec: Spec, step: Step, prediction: str) -> float:
     try:
-      results = _check_results(step, prediction if isinstance(prediction, str) else "")
+      return cls.check(spec, step, prediction).score
     except Exception:  # noqa: BLE001 -- a garbage prediction must score, never raise
       return 0.0
-    return sum(results) / len(results) if results else 0.0
 
 
-_STATUS_LINE = re.compile(r"^\[(.*)\]\s*$")
-_STATUS_PAIR = re.compile(r"(\w+): ([^\s,()|\]]+)")
+_ENTRIES = re.compile(r"(\d+) \(files: (\d+), dirs: (\d+)\)")
+_STATUS_KEYS = ("cwd", "entries", "exit", "goal")
+_EXIT_CODES = ("0", "1", "2", "127")
+_GOAL = re.compile(r"(\d+)/(\d+)")
+# A listed name of the world's form: a file with a known extension or a directory.
+_NAME = re.compile(r"[a-z0-9][a-z0-9_-]*(\.(" + "|".join(_EXTS) + r")|/)")
+_WORDS = r"[a-z0-9' ]+"
+_LOG_LINE = r"(INFO|WARN|ERROR) [a-z0-9% ]+"
+_PY_LINE = r"print\(.*\)|import \w+|def \w+\(.*\):.*|\w+ = .+|for \w+ in .+:.*"
+# Per extension, the form of a file the world writes: at most so many lines, the
+# first line's form and the others'.
+_CONTENT_FORMS = {"log": (2, _LOG_LINE, _LOG_LINE), "csv": (3, r"[a-z]+,[a-z]+", r"[a-z]+,\d+"),
+                  "txt": (2, _WORDS, _WORDS), "md": (2, r"# [A-Za-z ]+", r"(- )?" + _WORDS),
+                  "ini": (2, r"\[[a-z]+\]", r"[a-z]+ = [a-z0-9]+"), "py": (1, _PY_LINE, _PY_LINE),
+                  "tmp": (1, _WORDS, _WORDS)}
 
 
-def _parse(prediction: str) -> tuple[list[str], dict[str, str] | None]:
-  """Output lines and the status fields of the last line (None if it is no status line)."""
-  lines = [line for line in prediction.split("\n") if line.strip()]
-  if not lines or not (m := _STATUS_LINE.match(lines[-1].strip())):
+def _read_status(text: str) -> tuple[list[str], dict[str, str] | None]:
+  """Output lines and the status facts of the last line, `entries` split into
+  entries/files/dirs (None when the last line is not a status line of this form)."""
+  lines = [line for line in text.split("\n") if line.strip()]
+  status = parse_status_line(lines[-1]) if lines else None
+  if status is None or not all(k in status for k in _STATUS_KEYS):
     return lines, None
-  return lines[:-1], dict(_STATUS_PAIR.findall(m.group(1)))
+  m = _ENTRIES.fullmatch(status["entries"])
+  if not m:
+    return lines, None
+  return lines[:-1], {**status, "entries": m[1], "files": m[2], "dirs": m[3]}
 
 
-def _int(status: dict[str, str], key: str) -> int | None:
-  value = status.get(key, "")
-  return int(value) if value.isdigit() else None
-
-
-def _check_results(step: Step, prediction: str) -> list[bool]:
-  body, status = _parse(prediction)
-  fields = step.checks.fields
-  results = [status is not None]
-  status = status or {}
-  results += [status.get(key) == value for key, value in fields.items()]
-  low = prediction.lower()
-  results += [s.lower() in low for s in step.checks.must_include]
-  results += [s.lower() not in low for s in step.checks.must_exclude]
-  entries, files, dirs = (_int(status, k) for k in ("entries", "files", "dirs"))
-  results.append(None not in (entries, files, dirs) and entries == files + dirs)
-  goal = re.fullmatch(r"(\d+)/(\d+)", status.get("goal", ""))
-  results.append(bool(goal) and int(goal.group(1)) <= int(goal.group(2)))
-  results += _command_checks(step.action, body, status, fields.get("cwd", ""))
-  return results
-
-
-def _command_checks(action: str, body: list[str], status: dict[str, str], cwd: str) -> list[bool]:
-  """Consistency between the command, its output and the status line."""
-  words = _tokens(action) or [""]
-  cmd = words[0]
-  code = _int(status, "exit")
+def _constraints(step: Step, body: list[str], facts: dict[str, str]) -> dict[str, bool]:
+  """Rules every next state keeps, whatever the hidden draws: counts that add up, a
+  goal over the same total, an exit code that agrees with the output, a cd that
+  lands where it must, and outputs of the world's form."""
+  words = _tokens(step.action) or [""]
+  cmd, (flags, ops) = words[0], _split_args(words[1:])
+  prior = _read_status(step.state)[1] or {}
+  code = facts.get("exit")
+  out = {"exit_code": code in _EXIT_CODES}
+  counts = [facts.get(k, "") for k in _COUNTS]
+  out["counts_add_up"] = (all(c.isdigit() for c in counts)
+                          and int(counts[0]) == int(counts[1]) + int(counts[2]))
+  out["steer_counts"] = all(facts.get(k, "").isdigit() for k in ("trash", "quota")
+                            if k in step.checks.fields)
+  out["goal_form"] = _goal_ok(facts.get("goal", ""), prior.get("goal", ""))
   has_error = any(line.startswith((f"{cmd}: ", "bash: ", "Usage: ")) for line in body)
-  quiet_fail = cmd == "grep" and code == 1
-  results = [code is not None and has_error == (code != 0 and not quiet_fail)]
-  if code != 0:
-    return results
-  if cmd in _SILENT:
-    results.append(not body)
+  quiet = cmd == "grep" and code == "1"
+  out["exit_matches_output"] = code is not None and has_error == (code != "0" and not quiet)
+  if cmd in _SILENT and code == "0" or quiet:
+    out["silent"] = not body
+  if cmd == "cd" and "cwd" in prior:
+    target = _normalize(prior["cwd"], ops[0]) if ops else HOME
+    out["cd_target"] = facts.get("cwd") == (target if code == "0" else prior["cwd"])
+  if prior and code is not None:
+    out.update(_effects(cmd, flags, ops, code, facts, prior))
+  if prior.get("disk") == "read-only" and cmd in _WRITES and not (cmd == "mkdir" and "p" in flags):
+    out["read_only_fails"] = code != "0"
+  if code != "0":
+    return out
   if cmd == "pwd":
-    results.append(body == [status.get("cwd")])
-  if cmd == "ls" and cwd:
-    results += _listing_checks(words[1:], body, status, cwd)
-  return results
+    out["pwd_prints_cwd"] = body == [facts.get("cwd")]
+  if cmd == "ls":
+    out.update(_listing_constraints(step, ops, body, facts))
+  if cmd == "cat" and ops:
+    # Only touched files are empty, and the earlier outputs show every one of them.
+    unknown = "exit" in step.checks.revealed or any(
+        step.checks.is_revealed_include(s) for s in step.checks.must_include)
+    out["content_form"] = (_content_ok(ops[0].rsplit(".", 1)[-1], body)
+                           and (bool(body) or not unknown))
+  if cmd == "grep" and ops:
+    out["grep_lines_match"] = bool(body) and all(ops[0] in line for line in body)
+  return out
 
 
-def _listing_checks(args: list[str], body: list[str], status: dict[str, str],
-                    cwd: str) -> list[bool]:
-  """An ls listing is sorted; a listing of the working directory matches the counts."""
+# Status facts a successful command may change; any other stays as s_t shows it.
+_MAY_CHANGE = {"cd": ("cwd", *_COUNTS), "cat": ("goal",),
+               **{cmd: (*_COUNTS, "trash", "quota", "goal") for cmd in _WRITES}}
+
+
+def _effects(cmd: str, flags: str, ops: list[str], code: str, facts: dict[str, str],
+             prior: dict[str, str]) -> dict[str, bool]:
+  """The status line after the command against s_t's: a failed command changes
+  nothing, nor does a read-only one; a mkdir, touch or rm in the working directory
+  moves its counts by one, and quota and trash move as the rules say."""
+  may = _MAY_CHANGE.get(cmd, ()) if code == "0" else ()
+  out = {"unchanged": all(facts.get(k) == v for k, v in prior.items()
+                          if k != "exit" and k not in may)}
+  if code != "0" or cmd not in ("mkdir", "touch", "rm") or len(ops) != 1:
+    return out
+  path = _normalize(prior.get("cwd", HOME), ops[0])
+  delta = {"mkdir": -1, "touch": -1, "rm": 1}[cmd]
+  if "quota" in prior and prior["quota"].isdigit() and facts.get("quota", "").isdigit():
+    change = int(facts["quota"]) - int(prior["quota"])
+    out["quota_moves"] = (change == delta if cmd == "mkdir" and "p" not in flags
+                          else change in (0, delta) if cmd != "rm" else change >= 1)
+  if cmd == "rm" and "trash" in prior and prior["trash"].isdigit() and not _within(path, TRASH):
+    grown = facts.get("trash", "") == str(int(prior["trash"]) + 1)
+    out["trash_moves"] = grown or (prior["trash"] != "0" and facts.get("trash") == prior["trash"])
+  if _parent(path) == prior.get("cwd") and not _base(path).startswith(".") and (
+      cmd != "mkdir" or "p" not in flags):
+    out["counts_move"] = _counts_move(cmd, prior, facts)
+  return out
+
+
+def _counts_move(cmd: str, prior: dict[str, str], facts: dict[str, str]) -> bool:
+  """A new directory adds one entry and one dir; touch adds a file or nothing (the
+  name existed); rm takes one entry, a file or a dir."""
+  try:
+    before = [int(prior[k]) for k in _COUNTS]
+    after = [int(facts[k]) for k in _COUNTS]
+  except (KeyError, ValueError):
+    return False
+  moves = {"mkdir": [(1, 0, 1)], "touch": [(0, 0, 0), (1, 1, 0)],
+           "rm": [(-1, -1, 0), (-1, 0, -1)]}[cmd]
+  return any(after == [b + m for b, m in zip(before, move)] for move in moves)
+
+
+def _goal_ok(goal: str, prior: str) -> bool:
+  m = _GOAL.fullmatch(goal)
+  if not m or int(m[1]) > int(m[2]):
+    return False
+  before = _GOAL.fullmatch(prior)
+  return before is None or before[2] == m[2]
+
+
+def _listing_constraints(step: Step, ops: list[str], body: list[str],
+                         facts: dict[str, str]) -> dict[str, bool]:
+  """An ls listing is sorted, of names of the world's form (or typed in the action),
+  and a listing of the working directory matches its counts."""
   names = " ".join(body).split()
-  results = [names == sorted(set(names))]
-  ops = _split_args(args)[1]
-  if (_normalize(cwd, ops[0]) if ops else cwd) == cwd:
-    results.append(len(names) == _int(status, "entries"))
-    results.append(sum(n.endswith("/") for n in names) == _int(status, "dirs"))
-  return results
+  # ls sorts by name: the trailing / of a directory takes no part.
+  out = {"listing_sorted": names == sorted(set(names), key=lambda n: n.rstrip("/")),
+         "listing_names": all(_NAME.fullmatch(n) or n.rstrip("/") in step.action for n in names)}
+  cwd = step.checks.fields.get("cwd", "")
+  if cwd and (_normalize(cwd, ops[0]) if ops else cwd) == cwd:
+    out["listing_counts"] = (str(len(names)) == facts.get("entries")
+                             and str(sum(n.endswith("/") for n in names)) == facts.get("dirs"))
+  return out
+
+
+def _content_ok(ext: str, lines: list[str]) -> bool:
+  """A printed file of the world's form for its extension (an empty file prints nothing)."""
+  most, first, rest = _CONTENT_FORMS.get(ext, (len(lines), r".+", r".+"))
+  return len(lines) <= most and all(re.fullmatch(first if i == 0 else rest, line)
+                                    for i, line in enumerate(lines))

@@ -1,5 +1,6 @@
-"""The files environment: determinism, expert, checks, state_check, steers."""
+"""The files environment: determinism, expert, checks, revealed facts, the twin, steers."""
 
+import copy
 import random
 import re
 
@@ -9,6 +10,7 @@ from mdlm_wm.checks import generic
 from mdlm_wm.data import schema
 from mdlm_wm.envs.base import run_episode
 from mdlm_wm.envs.files import HOME, QUOTA, READONLY, TRASH_BIN, FilesEnv
+from mdlm_wm.envs.twin import twin_next_states
 
 STATUS = re.compile(r"\[cwd: \S+ \| entries: \d+ \(files: \d+, dirs: \d+\) \| exit: \d+"
                     r"( \| (disk|trash|quota): \S+)? \| goal: \d+/\d+\]$")
@@ -23,7 +25,7 @@ def _episodes(policies=("expert", "noisy", "random"), seeds=range(30)):
 
 def _hidden(env):
   """Everything a command may change."""
-  nodes = {p: (n.is_dir, n.content, n.ident) for p, n in env._fs.nodes.items()}
+  nodes = {p: (n.is_dir, n.key, n.ident) for p, n in env._fs.nodes.items()}
   return nodes, env._cwd, env._searched, env._shown
 
 
@@ -77,13 +79,17 @@ def test_task_kinds_vary():
   assert kinds == {"move", "find_copy", "mkdirs", "clean", "rename", "show"}
 
 
-def test_reference_states_score_one():
+def test_reference_states_pass_every_check():
   for ep in _episodes():
+    # `revealed` names real entries: the episode validates after a round trip.
+    schema.episode_from_dict(schema.episode_to_dict(ep))
     for step in ep.steps:
       assert len(step.next_state) <= 1000
       assert STATUS.search(step.next_state), step.next_state
       where = (step.action, step.next_state)
       assert generic.check_score(step.checks, step.next_state) == 1.0, where
+      result = FilesEnv.check(ep.spec, step, step.next_state)
+      assert result.passed_all and result.score == 1.0, (where, result.failures())
       assert FilesEnv.state_check(ep.spec, step, step.next_state) == 1.0, where
 
 
@@ -91,29 +97,44 @@ def _steps(pred):
   return [(ep.spec, s) for ep in _episodes(("noisy",), range(12)) for s in ep.steps if pred(s)]
 
 
-def test_changed_trailing_field_scores_lower():
+def test_changed_trailing_field_fails_unless_revealed():
+  revealed_goals = 0
   for spec, step in _steps(lambda s: True):
     goal = step.checks.fields["goal"]
     done, total = goal.split("/")
     other = (int(done) + 1) % (int(total) + 1)
     wrong = step.next_state.replace(f"goal: {goal}]", f"goal: {other}/{total}]")
-    assert FilesEnv.state_check(spec, step, wrong) < 1.0
+    result = FilesEnv.check(spec, step, wrong)
+    assert not result.passed_all
+    if step.checks.is_revealed_field("goal") and step.checks.fields["exit"] == "0":
+      # Another goal is another world's draw; a failed command must keep s_t's goal.
+      assert result.passed, (step.action, result.failures())
+      revealed_goals += 1
+    else:
+      assert not result.passed and result.score < 1.0, step.action
     wrong_exit = step.next_state.replace(f"exit: {step.checks.fields['exit']}", "exit: 9")
-    assert FilesEnv.state_check(spec, step, wrong_exit) < 1.0
+    assert not FilesEnv.check(spec, step, wrong_exit).passed
     cwd = step.checks.fields["cwd"]
     wrong_cwd = step.next_state.replace(f"cwd: {cwd} ", "cwd: /home/user/zzz ")
-    assert FilesEnv.state_check(spec, step, wrong_cwd) < 1.0
+    assert not FilesEnv.check(spec, step, wrong_cwd).passed
+  assert revealed_goals
 
 
-def test_removed_listing_entry_scores_lower():
+def test_removed_listing_entry_fails_unless_revealed():
   listings = _steps(lambda s: s.action.startswith("ls") and s.checks.must_include
                     and s.checks.fields["exit"] == "0")
-  assert listings
+  kinds = set()
   for spec, step in listings:
     name = step.checks.must_include[0]
     lines = step.next_state.split("\n")
     lines[0] = "  ".join(n for n in lines[0].split("  ") if n != name)
-    assert FilesEnv.state_check(spec, step, "\n".join(lines)) < 1.0
+    result = FilesEnv.check(spec, step, "\n".join(lines))
+    assert not result.passed_all
+    revealed = step.checks.is_revealed_include(name)
+    kinds.add(revealed)
+    if not revealed:
+      assert not result.passed and result.score < 1.0
+  assert kinds == {True, False}
 
 
 def test_inconsistent_counts_score_lower():
@@ -267,3 +288,152 @@ def test_quota_steer_limits_new_files():
     assert all(ok.step(f"touch new{k}.txt").valid for k in range(left + 1))
     freed = qa.step(f"rm {qa._fs.files()[0][0]}")
     assert freed.valid and freed.checks.fields["quota"] == "1"
+
+
+# ---------------------------------------------------------------------------
+# Determined and revealed facts, constraints, the twin world.
+
+
+def _step(env, action):
+  """A Step of `action` from env's current state (its state: the last output)."""
+  res = env.step(action)
+  return schema.Step(env._last, action, res.next_state, checks=res.checks), res
+
+
+def _play(env, actions):
+  """Steps of `actions`, each with the state it started from."""
+  steps = []
+  state = env._start
+  for action in actions:
+    res = env.step(action)
+    steps.append(schema.Step(state, action, res.next_state, checks=res.checks))
+    state = res.next_state
+  return steps
+
+
+def _fresh(seed, steer=""):
+  env = FilesEnv()
+  spec, obs = env.reset(seed, steer=steer)
+  env._start = obs
+  return env, spec
+
+
+def _unlisted_dir(env):
+  """A top-level directory with something in it (the first state lists only ~)."""
+  return next(p for p in env._visible(HOME)
+              if env._fs.is_dir(p) and env._visible(p)).rsplit("/", 1)[1]
+
+
+def test_first_listing_and_first_counts_are_revealed_then_determined():
+  env, spec = _fresh(2)
+  d = _unlisted_dir(env)
+  home, first, again, into, up, back = _play(env, ["ls", f"ls {d}", f"ls {d}", f"cd {d}",
+                                                   "cd ..", f"cd {d}"])
+  assert home.checks.revealed == ()  # the first state shows the home directory
+  # The directory is known to exist (exit 0 follows), its contents are new.
+  assert "exit" not in first.checks.revealed
+  assert set(first.checks.must_include) <= set(first.checks.revealed)
+  assert again.checks.revealed == ()
+  assert into.checks.revealed == ()  # listed, so its counts follow
+  assert up.checks.revealed == () and back.checks.revealed == ()
+  env, _ = _fresh(2)
+  into, back = _play(env, [f"cd {d}", f"cd ~/{d}"])
+  assert set(into.checks.revealed) == {"entries", "files", "dirs"}
+  assert back.checks.revealed == ()  # the status line showed them
+
+
+def test_writes_in_known_places_are_determined_and_unknown_ones_revealed():
+  env, spec = _fresh(3)
+  d = _unlisted_dir(env)
+  known = _play(env, ["mkdir box", "touch box/a.txt", "cp box/a.txt box/b.txt", "mv box/b.txt .",
+                      "rm b.txt", "rm -r box"])
+  assert all(s.checks.revealed == () for s in known), [(s.action, s.checks.revealed) for s in known]
+  unknown = _play(env, [f"touch {d}/new.txt", f"rm {d}/nothing.txt", f"mv {d}/x.log ~"])
+  for step in unknown:
+    assert {"exit", "goal"} <= set(step.checks.revealed), step.action
+  # Only the mv could change the working directory's counts.
+  assert "entries" not in unknown[0].checks.revealed
+  assert "entries" in unknown[2].checks.revealed
+
+
+def test_contents_are_drawn_when_read_and_redrawn_by_the_twin():
+  differs = 0
+  for seed in range(20):
+    env, spec = _fresh(seed)
+    path = next((p for p, n in env._fs.files() if p.rsplit("/", 1)[0] == HOME), None)
+    if path is None:
+      continue
+    assert env._drawn == {}
+    twin = copy.deepcopy(env)
+    twin.fork_hidden("twin1")
+    step = _play(env, [f"cat {path}"])[0]
+    assert set(env._drawn) == {env._fs.nodes[path].key}
+    assert set(step.checks.must_include) <= set(step.checks.revealed)
+    other = twin.step(f"cat {path}").next_state
+    result = FilesEnv.check(spec, step, other)
+    assert result.passed, result.failures()
+    if other != step.next_state:
+      differs += 1
+      assert not result.passed_all  # a revealed fact predicted "wrongly"
+    # Read once, the content is known: the twin keeps it from then on.
+    again = copy.deepcopy(env)
+    again.fork_hidden("twin1")
+    assert again.step(f"cat {path}").next_state == env.step(f"cat {path}").next_state
+  assert differs >= 5
+
+
+def test_constraint_violations_in_invented_content_fail():
+  env, spec = _fresh(4)
+  d = _unlisted_dir(env)
+  first = _play(env, [f"ls {d}"])[0]
+  status = first.next_state.split("\n")[-1]
+  for bad in ("zeta.txt  alpha.txt", "My Report.docx", "notes.txt  notes.txt"):
+    result = FilesEnv.check(spec, first, f"{bad}\n{status}")
+    assert not result.passed and result.constraints["listing_names"] + result.constraints[
+        "listing_sorted"] < 2, bad
+  fine = FilesEnv.check(spec, first, f"alpha.txt  zeta/\n{status}")
+  assert fine.passed and not fine.passed_all
+  env, spec = _fresh(4)
+  log = next(p for p, _ in env._fs.files() if p.endswith(".log") and p.count("/") > 3)
+  cat = _play(env, [f"cat {log}"])[0]
+  status = cat.next_state.split("\n")[-1]
+  assert "exit" in cat.checks.revealed
+  assert FilesEnv.check(spec, cat, f"ERROR disk full\n{status}").passed
+  for bad in ("hello world", "", "INFO a\nINFO b\nINFO c"):
+    result = FilesEnv.check(spec, cat, f"{bad}\n{status}".lstrip("\n"))
+    assert not result.passed and not result.constraints["content_form"], bad
+
+
+def test_failed_commands_change_nothing_in_invented_outcomes():
+  env, spec = _fresh(6, steer=TRASH_BIN)
+  d = _unlisted_dir(env)
+  step = _play(env, [f"rm {d}/absent.txt"])[0]
+  assert step.checks.fields["exit"] == "1" and "exit" in step.checks.revealed
+  good = step.next_state
+  assert FilesEnv.check(spec, step, good).passed
+  more = good.replace("trash: 0", "trash: 1")
+  assert not FilesEnv.check(spec, step, more).passed  # failed, yet the trash grew
+  succeeded = f"[{good.split('[', 1)[1].replace('exit: 1', 'exit: 0')}"
+  assert not FilesEnv.check(spec, step, succeeded).passed  # an rm that worked fills the trash
+  filled = succeeded.replace("trash: 0", "trash: 1")
+  assert FilesEnv.check(spec, step, filled).passed  # another world: the file was there
+  env, spec = _fresh(6, steer=READONLY)
+  write = _play(env, [f"rm {d}/absent.txt"])[0]
+  ok = f"[{write.next_state.split('[', 1)[1].replace('exit: 1', 'exit: 0')}"
+  assert not FilesEnv.check(spec, write, ok).passed  # every write fails on a read-only disk
+
+
+def test_twin_passes_the_original_checks():
+  total = passed = redrawn = 0
+  for ep in _episodes(seeds=range(12)):
+    for step, twin in zip(ep.steps, twin_next_states(ep)):
+      total += 1
+      passed += FilesEnv.check(ep.spec, step, twin).passed
+      redrawn += bool(step.checks.revealed) and twin != step.next_state
+      if not step.checks.revealed and not (step.action.startswith("ls")
+                                           and step.next_state.startswith("[")):
+        # Nothing new was shown: the twin prints exactly the same (an empty listing
+        # of an unlisted directory is new without a fact to mark).
+        assert twin == step.next_state, step.action
+  assert passed >= 0.99 * total
+  assert redrawn >= 0.1 * total
