@@ -38,15 +38,30 @@ key), and copies share their original's key. Every node records what the
 outputs so far have shown of it: its existence and kind (`seen`), a
 directory's every child (`listed`, as ls shows it) or its counts (`counted`,
 as the status line shows the working directory's); contents printed whole
-or searched for a pattern are remembered too. A command whose every lookup
-was already known is determined: its exit code, output and effects follow
-from what the earlier states showed. Otherwise its exit code and output are
-revealed, and so are the status facts it could change (the counts of a
+or searched for a pattern are remembered too ("shown" means anywhere in the
+episode so far). A command whose every lookup was already known is
+determined: its exit code, output and effects follow from what the earlier
+states showed. Otherwise its output is revealed, its exit code too unless the
+unknown lookups only shape the output (ls of a known directory, cat of a
+known file), and so are the status facts it could change (the counts of a
 directory it touches, the goal, trash and quota); the first counts of a
-directory entered are revealed too. `fork_hidden` (the twin world) switches
-the content stream and re-draws every unseen part of the tree (the unseen
-children of a directory neither listed nor counted, keeping the task's files),
-so the twin agrees with the original on everything shown and nothing else.
+directory entered are revealed too. Files the shell created are taken as
+known (new and empty). `fork_hidden` (the twin world) switches the content
+stream and re-draws every unseen part of the tree (the unseen children of a
+directory neither listed nor counted, keeping the task's files), so the twin
+agrees with the original on everything shown; partly shown things (a file
+searched but not printed, a directory counted but not listed) stay as they
+are, which makes the twin a lenient test there, not the marking.
+
+Checks (`FilesEnv.check`). Determined: the status line's form and every
+unrevealed field, output line and exclusion. Revealed: the rest, reported
+only. Constraints on what a prediction invents: counts that add up, the same
+goal total, an exit code of the shell's set that agrees with the output, a
+failed or read-only command that changes nothing, quota, trash and counts
+that move as a mkdir/touch/rm must, a cd that lands on its target or stays, a
+sorted listing of names of the world's form (and none of a file seen
+elsewhere: the rules say names start unique), file contents of the world's
+form for their extension, grep lines that hold the pattern.
 
 Steers (each adds its own key before `goal`):
   - read-only disk: every write fails with `Read-only file system` (exit 1);
@@ -1464,9 +1479,9 @@ def _constraints(step: Step, body: list[str], facts: dict[str, str]) -> dict[str
   code = facts.get("exit")
   out = {"exit_code": code in _EXIT_CODES}
   counts = [facts.get(k, "") for k in _COUNTS]
-  out["counts_add_up"] = (all(c.isdigit() for c in counts)
+  out["counts_add_up"] = (all(c.isdecimal() for c in counts)
                           and int(counts[0]) == int(counts[1]) + int(counts[2]))
-  out["steer_counts"] = all(facts.get(k, "").isdigit() for k in ("trash", "quota")
+  out["steer_counts"] = all(facts.get(k, "").isdecimal() for k in ("trash", "quota")
                             if k in step.checks.fields)
   out["goal_form"] = _goal_ok(facts.get("goal", ""), prior.get("goal", ""))
   has_error = any(line.startswith((f"{cmd}: ", "bash: ", "Usage: ")) for line in body)
@@ -1515,11 +1530,11 @@ def _effects(cmd: str, flags: str, ops: list[str], code: str, facts: dict[str, s
     return out
   path = _normalize(prior.get("cwd", HOME), ops[0])
   delta = {"mkdir": -1, "touch": -1, "rm": 1}[cmd]
-  if "quota" in prior and prior["quota"].isdigit() and facts.get("quota", "").isdigit():
+  if "quota" in prior and prior["quota"].isdecimal() and facts.get("quota", "").isdecimal():
     change = int(facts["quota"]) - int(prior["quota"])
     out["quota_moves"] = (change == delta if cmd == "mkdir" and "p" not in flags
                           else change in (0, delta) if cmd != "rm" else change >= 1)
-  if cmd == "rm" and "trash" in prior and prior["trash"].isdigit() and not _within(path, TRASH):
+  if cmd == "rm" and "trash" in prior and prior["trash"].isdecimal() and not _within(path, TRASH):
     grown = facts.get("trash", "") == str(int(prior["trash"]) + 1)
     out["trash_moves"] = grown or (prior["trash"] != "0" and facts.get("trash") == prior["trash"])
   if _parent(path) == prior.get("cwd") and not _base(path).startswith(".") and (
