@@ -294,12 +294,6 @@ def test_quota_steer_limits_new_files():
 # Determined and revealed facts, constraints, the twin world.
 
 
-def _step(env, action):
-  """A Step of `action` from env's current state (its state: the last output)."""
-  res = env.step(action)
-  return schema.Step(env._last, action, res.next_state, checks=res.checks), res
-
-
 def _play(env, actions):
   """Steps of `actions`, each with the state it started from."""
   steps = []
