@@ -12,7 +12,7 @@ from mdlm_wm.config import base_config
 def get_config():
   cfg = base_config()
   cfg.data.batch_size = 32
-  cfg.data.seq_len = 2048
+  cfg.data.seq_len = 2560
   cfg.data.max_context_len = 1536
   cfg.data.max_target_len = 512
   cfg.data.history_len = 2

@@ -9,7 +9,7 @@ def get_config():
   cfg = base_config()
   cfg.corpus.episodes_per_env = 1000
   cfg.data.batch_size = 16
-  cfg.data.seq_len = 1024
+  cfg.data.seq_len = 1280
   cfg.data.max_context_len = 768
   cfg.data.max_target_len = 256
   cfg.data.history_len = 1

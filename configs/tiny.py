@@ -8,7 +8,7 @@ def get_config():
   cfg.corpus.episodes_per_env = 8
   cfg.corpus.tokenizer_vocab = 512
   cfg.data.batch_size = 8
-  cfg.data.seq_len = 384
+  cfg.data.seq_len = 512
   cfg.data.max_context_len = 256
   cfg.data.max_target_len = 128
   cfg.data.history_len = 0

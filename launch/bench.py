@@ -1,7 +1,12 @@
 r"""Benchmarks: train throughput and MFU, sampler latency MDLM vs AR.
 
   python -m launch.bench [--configs=quickstart,small] [--train_steps=10] \
-      [--sampler_steps=8,16,32] [--out=bench.json]
+      [--block_sizes=4,8] [--sampler_steps=16,32] [--out=bench.json]
+
+Samplers timed on the same backbone: the AR KV decoder, the block-diffusion
+sampler with its KV cache (per block size; `--block_steps` denoising steps
+per block, 0: one per token, the slowest setting), and the full-canvas
+sampler with and without its prefix cache (`--sampler_steps` in all).
 
 Everything runs on synthetic batches of the config's shapes (random tokens,
 a realistic context/target split), so the numbers measure the code, not a
@@ -21,6 +26,8 @@ from absl import app, flags
 
 from mdlm_wm import config as config_lib
 from mdlm_wm.ar import decode as ar_decode
+from mdlm_wm.diffusion import block as block_rows
+from mdlm_wm.diffusion import block_sampler
 from mdlm_wm.diffusion import sampler as mdlm_sampler
 from mdlm_wm.model import sharding
 from mdlm_wm.train import trainer
@@ -29,14 +36,17 @@ from mdlm_wm.utils import errors
 FLAGS = flags.FLAGS
 flags.DEFINE_list("configs", ["quickstart", "small"], "Config names under configs/.")
 flags.DEFINE_integer("train_steps", 10, "Timed train steps after one warm-up step (0: skip).")
-flags.DEFINE_list("sampler_steps", ["16", "32", "64"], "MDLM denoising steps to time.")
+flags.DEFINE_list("block_sizes", ["4", "8"], "Block sizes of the block-diffusion sampler.")
+flags.DEFINE_list("block_steps", ["0"],
+                  "Denoising steps per block to time (0: the block size, one token a step).")
+flags.DEFINE_list("sampler_steps", ["32"], "Full-canvas MDLM denoising steps to time.")
 flags.DEFINE_integer("sample_batch", 8, "Prompts per sampler call (B).")
 flags.DEFINE_integer("num_samples", 4, "Samples per prompt (G).")
 flags.DEFINE_integer("repeats", 3, "Timed sampler calls per setting (after a warm-up call).")
 flags.DEFINE_integer("vocab_size", 4096, "Vocabulary size of the synthetic models.")
 flags.DEFINE_string("out", "", "Optional JSON output file.")
 
-MASK_ID, TARGET_MARKER = 2, 12
+MASK_ID, EOT_ID, TARGET_MARKER = 2, 3, 12
 
 
 def matmul_peak(n: int = 2048, repeats: int = 10) -> float:
@@ -52,12 +62,24 @@ def matmul_peak(n: int = 2048, repeats: int = 10) -> float:
 
 
 def synthetic_batch(cfg, rng: np.random.Generator) -> dict[str, np.ndarray]:
-  """Rows of one example each: context then a target region, as the pipeline packs."""
+  """Rows of one example each (the longest context and target), as the
+  pipeline packs them: [context][target], or block-diffusion rows."""
   B, L = cfg.data.batch_size, cfg.data.seq_len
-  ctx = cfg.data.max_context_len
-  tokens = rng.integers(13, FLAGS.vocab_size, (B, L)).astype(np.int32)
+  C, T = cfg.data.max_context_len, cfg.data.max_target_len
+  ids = lambda n: rng.integers(13, FLAGS.vocab_size, n).astype(np.int32)
+  b = config_lib.block_size(cfg)
+  if b:
+    rows = [block_rows.block_row(ids(C), ids(T), b, bool(cfg.diffusion.shift))
+            for _ in range(B)]
+    out = {k: np.stack([np.pad(r[k], (0, L - len(r[k]))) for r in rows])
+           for k in block_rows.ROW_FEATURES}
+    out["segment_ids"] = np.stack([np.pad(np.ones(len(r["tokens"]), np.int32),
+                                          (0, L - len(r["tokens"]))) for r in rows])
+    out["positions"] = out.pop("pos")
+    return out
+  tokens = ids((B, L))
   target = np.zeros((B, L), np.int32)
-  target[:, ctx:ctx + cfg.data.max_target_len] = 1
+  target[:, C:C + T] = 1
   return {"tokens": tokens, "target_mask": target, "steer_mask": np.zeros((B, L), np.int32),
           "segment_ids": np.ones((B, L), np.int32),
           "positions": np.broadcast_to(np.arange(L), (B, L)).astype(np.int32)}
@@ -65,7 +87,6 @@ def synthetic_batch(cfg, rng: np.random.Generator) -> dict[str, np.ndarray]:
 
 class _FakeTokenizer:
   pad_id, mask_id = 0, MASK_ID
-  marker_ids = {"target": TARGET_MARKER}
 
 
 def peak_rss_mib() -> float:
@@ -125,7 +146,7 @@ def bench_sampler(cfg) -> list[dict]:
   fixed = np.full((B, T), -1, np.int32)
   mesh = sharding.make_mesh((1, 1, 1), jax.devices()[:1])
   rows = []
-  for attention in ("prefix", "causal"):
+  for attention in ("causal", "bidirectional", "prefix"):
     c = cfg.copy_and_resolve_references()
     c.model.attention = attention
     c.objective = "ar" if attention == "causal" else "mdlm"
@@ -137,17 +158,29 @@ def bench_sampler(cfg) -> list[dict]:
       first, ms = _timed(lambda i: ar_decode.decode(graphdef, params, context, valid,
                                                     jax.random.key(i), dcfg, num_samples=G),
                          FLAGS.repeats)
-      rows.append({"model": "ar", "mode": "kv-cache", "steps": T, "ms_per_call": ms,
-                   "first_call_s": first})
-      continue
-    for steps in map(int, FLAGS.sampler_steps):
-      for cache in (False, True):
-        scfg = mdlm_sampler.SamplerConfig(steps=steps, use_prefix_cache=cache)
-        first, ms = _timed(lambda i, scfg=scfg: mdlm_sampler.sample(
-            graphdef, params, context, valid, fixed, jax.random.key(i), scfg, num_samples=G,
-            mask_id=MASK_ID).tokens_BGT, FLAGS.repeats)
-        rows.append({"model": "mdlm", "mode": "prefix-cache" if cache else "full",
-                     "steps": steps, "ms_per_call": ms, "first_call_s": first})
+      rows.append({"model": "ar", "mode": "kv-cache", "block": 1, "steps": T,
+                   "ms_per_call": ms, "first_call_s": first})
+    elif attention == "bidirectional":
+      for b in map(int, FLAGS.block_sizes):
+        for per_block in sorted({int(s) or b for s in FLAGS.block_steps}):
+          bcfg = block_sampler.BlockSamplerConfig(block_size=b, steps=per_block,
+                                                  shift=bool(cfg.diffusion.shift))
+          first, ms = _timed(lambda i, bcfg=bcfg: block_sampler.sample(
+              graphdef, params, context, valid, fixed, jax.random.key(i), bcfg,
+              num_samples=G, mask_id=MASK_ID, eot_id=EOT_ID)[0], FLAGS.repeats)
+          rows.append({"model": "mdlm", "mode": "block kv-cache", "block": b,
+                       "steps": per_block * -(-T // b), "ms_per_call": ms,
+                       "first_call_s": first})
+    else:
+      for steps in map(int, FLAGS.sampler_steps):
+        for cache in (False, True):
+          scfg = mdlm_sampler.SamplerConfig(steps=steps, use_prefix_cache=cache)
+          first, ms = _timed(lambda i, scfg=scfg: mdlm_sampler.sample(
+              graphdef, params, context, valid, fixed, jax.random.key(i), scfg, num_samples=G,
+              mask_id=MASK_ID).tokens_BGT, FLAGS.repeats)
+          rows.append({"model": "mdlm", "mode": "full canvas" + (", prefix cache" if cache
+                                                                 else ""),
+                       "block": T, "steps": steps, "ms_per_call": ms, "first_call_s": first})
   ar_ms = next(r["ms_per_call"] for r in rows if r["model"] == "ar")
   for r in rows:
     r.update(batch=B, samples=G, context_len=C, target_len=T,
@@ -185,10 +218,11 @@ def main(argv):
     sample_rows = bench_sampler(cfg)
     print(f"[{name}] sampler, B x G = {FLAGS.sample_batch} x {FLAGS.num_samples}, context "
           f"{cfg.data.max_context_len}, target {cfg.data.max_target_len}:")
-    print("| model | mode | steps | ms/call | next states/s | latency / AR | first call s |\n"
-          "|---|---|---|---|---|---|---|")
+    print("| model | mode | block | steps | ms/call | next states/s | latency / AR | "
+          "first call s |\n|---|---|---|---|---|---|---|---|")
     for r in sample_rows:
-      print(f"| {r['model']} | {r['mode']} | {r['steps']} | {r['ms_per_call']:.0f} | "
+      print(f"| {r['model']} | {r['mode']} | {r['block']} | {r['steps']} | "
+            f"{r['ms_per_call']:.0f} | "
             f"{r['next_states_per_sec']:.1f} | {r['latency_vs_ar']:.2f} | "
             f"{r['first_call_s']:.1f} |")
     print(f"peak RSS {peak_rss_mib():.0f} MiB")

@@ -12,7 +12,8 @@ from absl import flags
 from mdlm_wm.diffusion.sampler import CONFIDENCES
 
 _FLAGS = (
-    flags.DEFINE_integer("steps", None, "Denoising steps (MDLM); default: the model's config.",
+    flags.DEFINE_integer("steps", None, "Denoising steps (MDLM: per block for a block-diffusion "
+                         "model, in all for a full-canvas one); default: the model's config.",
                          lower_bound=1),
     flags.DEFINE_float("temperature", None,
                        "Sampling temperature (0: greedy); default: the model's config.",
@@ -22,9 +23,13 @@ _FLAGS = (
     flags.DEFINE_enum("confidence", None, CONFIDENCES,
                       "MDLM: how a step ranks the masked positions it commits first; default: "
                       "the model's config."),
-    flags.DEFINE_integer("block_size", None, "MDLM: semi-autoregressive blocks of this many "
-                         "canvas positions, left to right (0: one block); default: the model's "
-                         "config.", lower_bound=0),
+    flags.DEFINE_integer("block_size", None, "MDLM: blocks of this many canvas positions, "
+                         "left to right (a block-diffusion model: 0 = its trained block size; a "
+                         "full-canvas one: 0 = one block); default: the model's config.",
+                         lower_bound=0),
+    flags.DEFINE_float("threshold", None, "Block-diffusion MDLM: also commit every token whose "
+                       "confidence exceeds this (0: off); default: the model's config.",
+                       lower_bound=0.0, upper_bound=1.0),
     flags.DEFINE_float("cfg_scale", None, "MDLM: classifier-free guidance on the steer (0: off); "
                        "default: the model's config.", lower_bound=0.0),
 )

@@ -36,6 +36,7 @@ from mdlm_wm.data import tokenizer as tokenizer_lib
 from mdlm_wm.diffusion import sampler as mdlm_sampler
 from mdlm_wm.model import sharding
 from mdlm_wm.model.transformer import ModelConfig, abstract_model
+from mdlm_wm.diffusion import block as block_rows
 from mdlm_wm.train import objectives, trainer
 
 GIB = 1024 ** 3
@@ -45,7 +46,6 @@ TPU_CHIPS = {"TPU v4": (275.0, 32.0), "TPU v5 lite": (197.0, 16.0), "TPU v5": (4
              "TPU v6 lite": (918.0, 32.0)}
 # Project tokenizer layout (tokenizer.py): pad, unk, then SPECIAL_TOKENS.
 _MASK_ID = 2 + tokenizer_lib.SPECIAL_TOKENS.index(tokenizer_lib.MASK)
-_SPECIAL_IDS = tuple(range(2 + len(tokenizer_lib.SPECIAL_TOKENS)))
 BATCH_KEYS = ("tokens", "target_mask", "steer_mask", "segment_ids", "positions")
 
 
@@ -117,11 +117,14 @@ def compile_train_step(cfg, mesh, vocab_size: int) -> tuple[dict, ModelConfig]:
   state_sh = jax.tree.map(lambda x: x.sharding, state)
   B, L = cfg.data.batch_size, cfg.data.seq_len
   batch_sh = sharding.batch_sharding(mesh)
-  batch = {k: jax.ShapeDtypeStruct((B, L), jnp.int32, sharding=batch_sh) for k in BATCH_KEYS}
+  keys = ((*block_rows.ROW_FEATURES, "segment_ids", "positions")
+          if config_lib.block_size(cfg) else BATCH_KEYS)
+  batch = {k: jax.ShapeDtypeStruct((B, L), jnp.int32, sharding=batch_sh)
+           for k in keys if k != "pos"}
   obj = objectives.ObjectiveConfig(
-      objective=cfg.objective, mask_id=_MASK_ID, special_ids=_SPECIAL_IDS,
-      schedule=cfg.diffusion.schedule, joint_mask_rate=cfg.diffusion.joint_mask_rate,
-      steer_drop_rate=cfg.diffusion.steer_drop_rate)
+      objective=cfg.objective, mask_id=_MASK_ID, schedule=cfg.diffusion.schedule,
+      steer_drop_rate=cfg.diffusion.steer_drop_rate,
+      shift=bool(cfg.diffusion.get("shift", False)))
   repl = sharding.replicated(mesh)
   step = jax.jit(trainer.make_train_step(graphdef, obj, tx),
                  in_shardings=(state_sh, batch_sh, repl), out_shardings=(state_sh, repl),

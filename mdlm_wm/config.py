@@ -44,7 +44,7 @@ def base_config() -> ml_collections.ConfigDict:
   c.data.valid = ""
   c.data.tokenizer = ""  # a tokenizer.model file
   c.data.batch_size = 8
-  c.data.seq_len = 1024
+  c.data.seq_len = 1280  # max_context_len + 2 * max_target_len: the MDLM rows hold two copies
   c.data.max_context_len = 768
   c.data.max_target_len = 256
   c.data.history_len = 1

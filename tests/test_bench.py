@@ -11,7 +11,7 @@ import pytest
 def test_bench_runs_and_reports_every_figure(tmp_path):
   out = tmp_path / "bench.json"
   res = subprocess.run([sys.executable, "-m", "launch.bench", "--configs=tiny", "--train_steps=1",
-                        "--sampler_steps=2", "--repeats=1", "--sample_batch=1", "--num_samples=2",
+                        "--sampler_steps=2", "--block_sizes=4", "--repeats=1", "--sample_batch=1", "--num_samples=2",
                         f"--out={out}"], capture_output=True, text=True)
   assert res.returncode == 0, res.stderr[-2000:]
   data = json.loads(out.read_text())
@@ -20,7 +20,8 @@ def test_bench_runs_and_reports_every_figure(tmp_path):
   assert {r["objective"] for r in tiny["train"]} == {"mdlm", "ar"}
   assert all(r["tokens_per_sec"] > 0 and 0 < r["mfu"] < 1 for r in tiny["train"])
   modes = {(r["model"], r["mode"]) for r in tiny["sampler"]}
-  assert modes == {("mdlm", "full"), ("mdlm", "prefix-cache"), ("ar", "kv-cache")}
+  assert modes == {("mdlm", "full canvas"), ("mdlm", "full canvas, prefix cache"),
+                   ("mdlm", "block kv-cache"), ("ar", "kv-cache")}
   assert all(r["next_states_per_sec"] > 0 for r in tiny["sampler"])
 
 

@@ -59,11 +59,13 @@ def test_missing_checkpoint_is_a_clear_error(tmp_path):
 
 def test_decode_config_applies_overrides_and_names_a_bad_setting(tiny_models):
   mdlm, ar = WorldModel.load(tiny_models["mdlm"]), WorldModel.load(tiny_models["ar"])
-  cfg = mdlm.decode_config(steps=16, block_size=8, confidence="margin")
-  assert (cfg.steps, cfg.block_size, cfg.confidence) == (16, 8, "margin")
+  # A block-diffusion model: its trained block size unless overridden.
+  assert mdlm.decode_config().block_size == mdlm.cfg.diffusion.block_size
+  cfg = mdlm.decode_config(steps=16, block_size=4, confidence="margin", threshold=0.9)
+  assert (cfg.steps, cfg.block_size, cfg.confidence, cfg.threshold) == (16, 4, "margin", 0.9)
   assert cfg.temperature == mdlm.cfg.sample.temperature  # the rest from the model's config
-  with pytest.raises(ValueError, match=r"block_size \(48\) must divide the canvas length \(128\)"):
-    mdlm.decode_config(block_size=48)
+  with pytest.raises(ValueError, match=r"threshold must be in \[0, 1\), got 1.5"):
+    mdlm.decode_config(threshold=1.5)
   with pytest.raises(ValueError, match=r"unknown sample settings \['temprature'\]"):
     mdlm.decode_config(temprature=0.5)
   # The AR decoder takes temperature and top_p and ignores the MDLM settings.
@@ -86,11 +88,10 @@ def test_sample_cli_writes_one_line_per_transition(tiny_models, tiny_corpus, tmp
   assert res.returncode == 0, res.stderr[-2000:]
   rows = [json.loads(line) for line in open(out)]
   assert len(rows) == 5 and all(len(r["samples"]) == 2 and r["reference"] for r in rows)
-  # 6 steps do not split evenly over the 128 / 32 = 4 blocks: refused before any sampling.
-  bad = _sample_cli(tiny_models["mdlm"], tiny_corpus, tmp_path / "bad.jsonl", "--steps=6",
-                    "--block_size=32")
-  assert bad.returncode == 2 and "steps (6) must be a multiple of the number of blocks (4)" in \
-      bad.stderr, bad.stderr[-2000:]
+  # A threshold of 1 would never commit by confidence: refused before any sampling.
+  bad = _sample_cli(tiny_models["mdlm"], tiny_corpus, tmp_path / "bad.jsonl", "--threshold=1")
+  assert bad.returncode == 2 and "threshold must be in [0, 1), got 1.0" in bad.stderr, \
+      bad.stderr[-2000:]
   assert not (tmp_path / "bad.jsonl").exists()
 
 

@@ -18,7 +18,7 @@ def study_config(objective: str, size: dict):
   cfg.corpus.holdout_envs = "calendar"
   cfg.corpus.tokenizer_vocab = 4096
   cfg.data.batch_size = 16
-  cfg.data.seq_len = 512
+  cfg.data.seq_len = 640
   cfg.data.max_context_len = 384
   cfg.data.max_target_len = 128
   cfg.data.history_len = 1

@@ -35,7 +35,9 @@ def test_loss_falls_and_metrics_are_written(tiny_corpus, tmp_path, objective):
   got = losses(tmp_path)
   assert sorted(got) == list(range(1, 31))
   first, last = np.mean([got[s] for s in (1, 2, 3)]), np.mean([got[s] for s in (28, 29, 30)])
-  assert last < 0.7 * first, (first, last)
+  # Real tokens only (no <eot> fill, which made the first steps easy): a drop of a
+  # fifth in 30 steps of a tiny model.
+  assert last < 0.8 * first, (first, last)
   assert result.valid_loss is not None and np.isfinite(result.valid_loss)
   row = json.loads(open(tmp_path / "metrics.jsonl").readline())
   assert {"step", "loss", "tokens_per_sec", "learning_rate"} <= set(row)
