@@ -148,7 +148,12 @@ def baseline_scores(examples) -> tuple[dict, list[str]]:
   pairs = [(ep, k) for ep, k, _ in examples]
   out, notes = {}, []
   for kind in baselines.BASELINES:
-    predicted, skipped = baselines.predictions(kind, pairs)
+    try:
+      predicted, skipped = baselines.predictions(kind, pairs)
+    except ValueError as e:  # a twin cannot replay a corpus of older environment code
+      notes.append(f"{baselines.TITLES[kind]}: not scored: {e}; rebuild the corpus (a new "
+                   "WORKDIR) to get it")
+      continue
     kept = [(x, p) for x, p in zip(examples, predicted) if p is not None]
     out[baselines.TITLES[kind]] = rows_summary(score_rows([x for x, _ in kept],
                                                           [p for _, p in kept]))

@@ -107,7 +107,6 @@ def _sample_jit(graphdef, params, context_BC, valid_WBC, fixed_BT, rng, *,
   grow = lambda x: jnp.pad(x, ((0, 0), (0, K * b)) + ((0, 0),) * (x.ndim - 2))
   cache0 = [tuple(grow(view_rows(x.reshape((W, B) + x.shape[1:]))) for x in kv) for kv in prefix]
   prefix_valid = view_rows(valid_WBC[:, :, :P])  # [W*N, P]
-  key_slot = jnp.arange(P + K * b)
 
   pad_T = K * b - T
   fixed = jnp.pad(rep(fixed_BT.astype(jnp.int32)), ((0, 0), (0, pad_T)), constant_values=eot_id)
