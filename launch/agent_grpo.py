@@ -42,12 +42,7 @@ def main(argv):
       cfg[key] = FLAGS[key].value
   with errors.reported():
     result = grpo.run(cfg, FLAGS.workdir, max_steps=FLAGS.max_steps)
-  m = result.metrics
-  print(f"done: step {result.step}, success rate {m.get('success_rate', float('nan')):.3f}, "
-        f"reward {m.get('reward_mean', float('nan')):.3f}")
-  if result.evals:
-    print(f"real-environment success @ step {result.evals['step']}: "
-          f"{result.evals['success']:.3f}")
+  print(result.summary())
 
 
 if __name__ == "__main__":

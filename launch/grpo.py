@@ -33,11 +33,7 @@ def main(argv):
       cfg.init = FLAGS.init
   with errors.reported():
     result = wm_grpo.run(cfg, FLAGS.workdir)
-  m = result.metrics
-  print(f"done: step {result.step}, reward {m.get('reward_mean', float('nan')):.3f}, "
-        f"pass rate {m.get('pass_rate', float('nan')):.3f}")
-  for name, means in result.evals.items():
-    print(f"eval {name} @ step {means['step']}: pass {means.get('pass', float('nan')):.3f}")
+  print(result.summary())
 
 
 if __name__ == "__main__":

@@ -52,6 +52,7 @@ from mdlm_wm.agents.episodes import (Episode, EnvPool, RealSimulator, WorldModel
 from mdlm_wm.agents.policy import PolicyAgent, load_agent
 from mdlm_wm.model import sharding
 from mdlm_wm.rl import grpo, loop
+from mdlm_wm.train import trainer
 from mdlm_wm.world_model import WorldModel
 
 EVAL_DIR = "eval"
@@ -64,6 +65,15 @@ class AgentGRPOResult:
   metrics: dict
   evals: dict  # the last real-environment evaluation: {"step": s, "success": ...}
   preempted: bool = False
+  steps_run: int = 0  # 0: the workdir was already at config.train.steps
+
+  def summary(self) -> str:
+    """The launcher's last line (each evaluation printed its own as it ran)."""
+    if not self.steps_run:
+      return trainer.nothing_to_train(self.step)
+    m = self.metrics
+    return (f"done: step {self.step}, success rate {m['success_rate']:.3f}, "
+            f"reward {m['reward_mean']:.3f}")
 
 
 def episode_reward(ep: Episode, weights, horizon: int) -> float:
@@ -208,4 +218,4 @@ def run(cfg: ml_collections.ConfigDict, workdir: str, *, max_steps: int | None =
   finally:
     env_pool.close()
   return AgentGRPOResult(step=result.step, metrics=result.metrics, evals=evals,
-                         preempted=result.preempted)
+                         preempted=result.preempted, steps_run=result.steps_run)

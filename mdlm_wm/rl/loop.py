@@ -165,8 +165,9 @@ def checkpoint_meta(model_cfg, vocab_size: int, cfg, init: str) -> dict:
 @dataclasses.dataclass
 class LoopResult:
   step: int
-  metrics: dict
+  metrics: dict  # the last step's; empty when no step ran
   preempted: bool = False
+  steps_run: int = 0  # 0: the workdir was already at cfg.train.steps
 
 
 Collect = Callable[[int, Any, Any], tuple[dict, dict]]
@@ -260,4 +261,4 @@ def run_loop(cfg, workdir: str, learner: Learner, *, tokenizer: Tokenizer, meta:
   finally:
     ckpt.close()
     writer.close()
-  return LoopResult(step=step, metrics=metrics, preempted=preempted)
+  return LoopResult(step=step, metrics=metrics, preempted=preempted, steps_run=step - start)

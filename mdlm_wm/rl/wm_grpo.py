@@ -39,6 +39,7 @@ from mdlm_wm import config as config_lib
 from mdlm_wm.eval import evaluate as ev
 from mdlm_wm.model import sharding
 from mdlm_wm.rl import grpo, loop, rewards
+from mdlm_wm.train import trainer
 from mdlm_wm.world_model import WorldModel
 
 EVAL_DIR = "eval"
@@ -53,6 +54,14 @@ class GRPOResult:
   metrics: dict
   evals: dict  # split name -> {"step": s, "pass": ...} of the last evaluation
   preempted: bool = False
+  steps_run: int = 0  # 0: the workdir was already at config.train.steps
+
+  def summary(self) -> str:
+    """The launcher's last line (each evaluation printed its own as it ran)."""
+    if not self.steps_run:
+      return trainer.nothing_to_train(self.step)
+    m = self.metrics
+    return f"done: step {self.step}, reward {m['reward_mean']:.3f}, pass rate {m['pass_rate']:.3f}"
 
 
 def _load_examples(paths: str, history_len: int, max_examples: int = 0):
@@ -185,7 +194,7 @@ def run(cfg: ml_collections.ConfigDict, workdir: str, *, max_steps: int | None =
                          rollouts_per_step=B * G, rate_key="rollouts_per_sec",
                          progress_keys=PROGRESS_KEYS, max_steps=max_steps)
   return GRPOResult(step=result.step, metrics=result.metrics, evals=evals,
-                    preempted=result.preempted)
+                    preempted=result.preempted, steps_run=result.steps_run)
 
 
 def _grpo_step(step: int, cfg, wm: WorldModel, learner: loop.Learner, *, params, examples,

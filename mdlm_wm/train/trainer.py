@@ -60,10 +60,16 @@ class TrainResult:
   def summary(self) -> str:
     """The launchers' last line."""
     if not self.steps_run:
-      return (f"nothing to train: the workdir is already at step {self.step} "
-              "(raise --config.train.steps to go on)")
-    return (f"done: step {self.step}, loss {self.loss:.4f}, valid loss {self.valid_loss}, "
+      return nothing_to_train(self.step)
+    valid = "none" if self.valid_loss is None else f"{self.valid_loss:.4f}"
+    return (f"done: step {self.step}, loss {self.loss:.4f}, valid loss {valid}, "
             f"{self.tokens_per_sec:.0f} tokens/s")
+
+
+def nothing_to_train(step: int) -> str:
+  """A launcher's last line when its workdir was already finished."""
+  return (f"nothing to train: the workdir is already at step {step} "
+          "(raise --config.train.steps to go on)")
 
 
 def make_optimizer(cfg) -> tuple[optax.GradientTransformation, Callable]:

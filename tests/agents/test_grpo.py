@@ -122,6 +122,8 @@ def test_agent_grpo_in_the_world_model_runs_resumes_and_stays_loadable(tiny_agen
   assert agent_grpo.run(cfg, workdir, success_fn=success_fn).step == 2
   rows = [r for r in read_metrics(workdir) if "success_rate" in r]
   assert [r["step"] for r in rows] == [1, 2]
+  again = agent_grpo.run(cfg, workdir, success_fn=success_fn)
+  assert again.summary().startswith("nothing to train: the workdir is already at step 2")
   for r in rows:
     assert 0 <= r["success_rate"] <= 1 and 1 <= r["episode_length"] <= 2
     assert np.isfinite(r["loss"]) and r["kl"] >= 0 and 0 <= r["clip_fraction"] <= 1
@@ -142,6 +144,8 @@ def test_agent_grpo_in_the_real_environment(tiny_agent, tmp_path):
   (row,) = [r for r in read_metrics(workdir) if "success_rate" in r]
   # A 12-step BC agent solves nothing in two steps: every group has zero spread.
   assert row["success_rate"] == 0.0 and row["zero_spread"] == 1.0 and row["actions"] == 8
+  assert row["no_signal"] == 1.0  # no reward spread: no Adam update drifts the agent
+  assert result.summary() == "done: step 1, success rate 0.000, reward 0.000"
   assert result.evals["step"] == 1 and 0 <= result.evals["success"] <= 1
   assert os.path.exists(os.path.join(workdir, "eval", "real.step0.json"))
   with open(os.path.join(workdir, "eval", "real.step1.json")) as f:

@@ -71,17 +71,17 @@ def test_unset_sample_settings_keep_the_world_models_and_a_bad_one_stops_the_run
     tiny_models, tiny_corpus, tmp_path):
   cfg = grpo_config(tiny_models["mdlm"], tiny_corpus)
   assert config_lib.sample_overrides(cfg.sample) == {"steps": 4, "temperature": 1.0}
-  cfg.sample.block_size, cfg.sample.confidence = 48, "margin"
+  cfg.sample.threshold, cfg.sample.confidence = 1.0, "margin"
   assert config_lib.sample_overrides(cfg.sample) == {
-      "steps": 4, "temperature": 1.0, "block_size": 48, "confidence": "margin"}
-  with pytest.raises(ValueError, match=r"config.sample: block_size \(48\) must divide the "
-                     r"canvas length \(128\)"):
+      "steps": 4, "temperature": 1.0, "threshold": 1.0, "confidence": "margin"}
+  with pytest.raises(ValueError, match=r"config.sample: threshold must be in \[0, 1\), got 1.0"):
     wm_grpo.run(cfg, str(tmp_path / "grpo"))
   assert not (tmp_path / "grpo").exists()
 
 
 class FlakyReward:
-  """Raises on every 3rd call and returns NaN on every 5th; else a length score."""
+  """Raises on every 3rd call and returns NaN on every 5th; else the call's
+  parity, so that each step has a group with reward spread (an update)."""
 
   def __init__(self):
     self.calls = 0
@@ -92,7 +92,7 @@ class FlakyReward:
       raise RuntimeError("checker crashed")
     if self.calls % 5 == 0:
       return float("nan")
-    return min(len(prediction), 200) / 200
+    return float(self.calls % 2)
 
 
 @pytest.mark.parametrize("objective", ["mdlm", "ar"])
@@ -111,6 +111,9 @@ def test_grpo_runs_survives_faulty_rewards_and_writes_a_loadable_checkpoint(
     assert np.isfinite(r["loss"]) and r["kl"] >= 0 and 0 <= r["clip_fraction"] <= 1
     assert r["time_sample"] > 0 and r["rollouts_per_sec"] > 0
   assert result.evals["test"]["step"] == 2
+  # The launcher's last line; the evaluations printed theirs as they ran.
+  assert result.summary() == (f"done: step 2, reward {rows[1]['reward_mean']:.3f}, "
+                              f"pass rate {rows[1]['pass_rate']:.3f}")
   assert os.path.exists(os.path.join(workdir, "eval", "test.step0.json"))
   assert os.path.exists(os.path.join(workdir, "eval", "test.step2.json"))
   examples = wm_grpo._load_examples(f"{tiny_corpus}/test.jsonl", 1, 4)
@@ -172,7 +175,9 @@ def test_a_crash_during_an_evaluation_keeps_the_step_and_the_rerun_evaluates_it(
   assert not calls  # no training step was redone
   assert os.path.exists(os.path.join(workdir, "eval", "test.step2.json"))
   assert [r["step"] for r in read_metrics(workdir) if "eval/test/pass" in r] == [0, 2]
-  assert wm_grpo.run(cfg, workdir).evals == {}  # evaluated once: a third run has nothing to do
+  again = wm_grpo.run(cfg, workdir)  # evaluated once: a third run has nothing to do, and says so
+  assert again.evals == {} and again.steps_run == 0
+  assert again.summary().startswith("nothing to train: the workdir is already at step 2")
 
 
 def test_eval_at_start_false_skips_only_the_step_0_evaluation(tiny_models, tiny_corpus, tmp_path):
@@ -195,8 +200,8 @@ def test_eval_sample_settings_apply_to_the_evaluation_only(tiny_models, tiny_cor
     samples = ev.read_predictions(
         os.path.join(workdir, "eval", f"test.step{step}.predictions.jsonl"), examples)
     assert all(a == b for a, b in samples)  # greedy: both samples alike
-  cfg.eval_sample.block_size = 48
-  with pytest.raises(ValueError, match=r"config.eval_sample: block_size \(48\)"):
+  cfg.eval_sample.threshold = 1.0
+  with pytest.raises(ValueError, match=r"config.eval_sample: threshold must be in"):
     wm_grpo.run(cfg, str(tmp_path / "bad"))
 
 
