@@ -245,7 +245,7 @@ def test_one_update_raises_the_log_prob_of_positive_advantage_samples(tiny_model
            "completion": completion, "advantages": advantages,
            "mask": loop.completion_mask(completion, wm.tokenizer.eot_id)}
   lp = jax.jit(loop.logprob_fn(wm.graphdef, objective, cfg.grpo, wm.tokenizer.mask_id,
-                                   wm.cfg.diffusion.schedule))
+                               wm.cfg.diffusion.schedule, wm.block))
   key = jax.random.key(3)
   before = lp(wm.params, batch, key)
   batch["logp_old"] = batch["logp_ref"] = before
