@@ -52,3 +52,17 @@ def test_launcher_names_the_bad_key_without_its_usage_text():
   assert res.returncode == 2, res.stderr[-2000:]
   assert "error: config.data.batch_size: must be >= 1\n  raised at mdlm_wm/config.py:" in res.stderr
   assert "--workdir:" not in res.stderr  # absl's flag help
+
+
+@pytest.mark.parametrize("args,expected", [
+    (["--config=configs/grpo_wm.py", "--config.trian.steps=2"],
+     "error: --config.trian.steps: the config has no key 'trian' Did you mean \"train\""),
+    (["--config=configs/no_such_config.py"],
+     "error: --config=configs/no_such_config.py: cannot load it ([Errno 2] No such file"),
+])
+def test_a_bad_config_flag_is_one_line_naming_it(args, expected):
+  env = {k: v for k, v in os.environ.items() if k != errors.TRACEBACK_ENV}
+  res = subprocess.run([sys.executable, "-m", "launch.grpo", "--workdir=/nonexistent", *args],
+                       cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+  assert res.returncode == 2, res.stderr[-2000:]
+  assert res.stderr.startswith(expected) and len(res.stderr.splitlines()) == 1, res.stderr
