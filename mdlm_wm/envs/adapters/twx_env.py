@@ -279,5 +279,8 @@ class TextWorldExpressEnv(RealEnv):
 
   def close(self) -> None:
     if self._engine is not None:
-      self._engine.close()
-      self._engine = None
+      engine, self._engine = self._engine, None
+      engine.close()
+      # TWX's __del__ closes the engine again, and py4j logs that second shutdown
+      # of a closed gateway with a traceback: once is enough.
+      engine.close = lambda: None

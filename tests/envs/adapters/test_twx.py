@@ -154,3 +154,17 @@ def test_checks_grade_determined_facts_and_constrain_revealed_ones(envs):
   assert env.check(spec, move, wrong).failures() == ["determined:field:location"]
   assert env.check(spec, take, take.next_state.replace("inventory: knife", "inventory: nothing")
                    ).failures() == ["determined:field:inventory"]
+
+
+def test_close_leaves_no_py4j_shutdown_traceback(caplog):
+  """TWX's engine closes itself again when collected; py4j logs the second
+  shutdown of a closed gateway with a traceback (shown under absl at INFO)."""
+  import gc
+  import logging
+  env = TextWorldExpressEnv("coin")
+  env.reset(seed=0)
+  with caplog.at_level(logging.INFO, logger="py4j"):
+    env.close()
+    del env
+    gc.collect()
+  assert not [r for r in caplog.records if r.exc_info], caplog.text[-2000:]
