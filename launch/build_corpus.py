@@ -108,6 +108,14 @@ def main(argv):
                          "by the engines' own splits")
   builtin_cfg = _validated(config_from_flags, builtin) if builtin or not real else None
   real_cfg = _validated(real_config_from_flags, real) if real else None
+  # Reported, not a traceback: what only the data can refuse (a tokenizer
+  # vocabulary too small for the corpus's characters).
+  with errors.reported():
+    _build(builtin_cfg, real_cfg)
+  print(f"wrote {FLAGS.out_dir}")
+
+
+def _build(builtin_cfg, real_cfg) -> None:
   if builtin_cfg and real_cfg:
     # The parts get no tokenizer of their own: the merged one covers both.
     parts = {"builtin": os.path.join(FLAGS.out_dir, "builtin"),
@@ -126,7 +134,6 @@ def main(argv):
     print(real_corpus.format_summary(real_corpus.build_real_corpus(real_cfg, FLAGS.out_dir)))
   else:
     print(corpus.format_summary(corpus.build_corpus(builtin_cfg, FLAGS.out_dir)))
-  print(f"wrote {FLAGS.out_dir}")
 
 
 if __name__ == "__main__":

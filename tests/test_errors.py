@@ -66,3 +66,14 @@ def test_a_bad_config_flag_is_one_line_naming_it(args, expected):
                        cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
   assert res.returncode == 2, res.stderr[-2000:]
   assert res.stderr.startswith(expected) and len(res.stderr.splitlines()) == 1, res.stderr
+
+
+def test_a_tokenizer_too_small_for_the_corpus_is_reported_not_a_traceback(tmp_path):
+  env = {k: v for k, v in os.environ.items() if k != errors.TRACEBACK_ENV}
+  res = subprocess.run(
+      [sys.executable, "-m", "launch.build_corpus", "--envs=shop", "--episodes_per_env=3",
+       f"--out_dir={tmp_path}", "--tokenizer_vocab=280"], cwd=ROOT, env=env,
+      capture_output=True, text=True, timeout=300)
+  assert res.returncode == 2, res.stderr[-2000:]
+  assert "error: cannot train a 280-piece tokenizer" in res.stderr
+  assert "Traceback" not in res.stderr
