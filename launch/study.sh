@@ -1,45 +1,62 @@
 #!/usr/bin/env bash
-# The MDLM-vs-AR study end to end: corpus, three models, evaluation, T sweep,
-# report. Rerunning resumes: training continues from its last checkpoint and
+# The MDLM-vs-AR study end to end: corpus, AR S and AR 4x, three block MDLMs
+# adapted from AR S (blocks of 8, of 4, the full canvas), the copy-s_t floor and
+# the twin ceiling, evaluation, a steps-per-block sweep, reports. Rerunning resumes: training continues from its last checkpoint and
 # finished evaluation reports are kept. Usage: bash launch/study.sh [OUT_DIR]
 set -euo pipefail
 OUT=${1:-/tmp/study}
 D=$OUT/data
 EXAMPLES=${EXAMPLES:-120}      # transitions scored per split
 SWEEP_EXAMPLES=${SWEEP_EXAMPLES:-32}
-MODELS="mdlm_s ar_s ar_4x"
+MDLMS="mdlm_s mdlm_s_b4 mdlm_s_full"   # blocks of 8, of 4, the full canvas
+MODELS="$MDLMS ar_s ar_4x"
+AR_START=$(python -c "from configs.study.common import AR_START_STEPS as s; print(s)")
 
 if [ ! -f "$D/stats.json" ]; then
   python -m launch.build_corpus --envs=all --episodes_per_env=1000 --seed=0 \
       --holdout_envs=calendar --tokenizer_vocab=4096 --out_dir="$D"
 fi
 
-for m in $MODELS; do
-  python -m launch.train --config=configs/study/$m.py --workdir="$OUT/$m" \
-      --config.data.train="$D/train.jsonl" --config.data.valid="$D/valid.jsonl" \
-      --config.data.tokenizer="$D/tokenizer.model"
-done
-
 evaluate() {  # evaluate REPORT [flags...]: skipped when REPORT exists
   local report=$1; shift
   [ -f "$report" ] || python -m launch.evaluate --out="$report" "$@"
 }
+train() {  # train MODEL [flags...]
+  local m=$1; shift
+  python -m launch.train --config=configs/study/$m.py --workdir="$OUT/$m" \
+      --config.data.train="$D/train.jsonl" --config.data.valid="$D/valid.jsonl" \
+      --config.data.tokenizer="$D/tokenizer.model" "$@"
+}
+train ar_s
+# Each MDLM: AR S's step AR_START adapted for the rest of the same 700 steps.
+for m in $MDLMS; do
+  train $m --config.train.init_from="$OUT/ar_s" --config.train.init_step=$AR_START \
+      --config.train.steps=$((700 - AR_START))
+done
+train ar_4x
+for split in test heldout_env; do  # the floor and the ceiling on the same transitions
+  evaluate "$OUT/copy.$split.json" --baseline=copy --data="$D/$split.jsonl" \
+      --max_examples="$EXAMPLES"
+  evaluate "$OUT/twin.$split.json" --baseline=twin --data="$D/$split.jsonl" \
+      --max_examples="$EXAMPLES"
+done
+
 for m in $MODELS; do
   for split in test heldout_env; do
     evaluate "$OUT/$m.$split.json" --workdir="$OUT/$m" --data="$D/$split.jsonl" \
         --num_samples=4 --max_examples="$EXAMPLES" --max_rollouts=16 --max_steered=32
   done
 done
-for t in 8 16 32 64; do
+for t in 2 4 8; do  # denoising steps per block of 8
   evaluate "$OUT/mdlm_s.steps$t.json" --workdir="$OUT/mdlm_s" --data="$D/test.jsonl" \
       --steps=$t --num_samples=4 --max_examples="$SWEEP_EXAMPLES" --max_rollouts=0 --max_steered=0
 done
 
-names=mdlm_s,ar_s,ar_4x
+names=mdlm_s_b8,mdlm_s_b4,mdlm_s_full,ar_s,ar_4x,copy_st,twin
 for split in test heldout_env; do
-  python -m launch.report --names=$names --out="$OUT/report_$split" \
-      --reports="$OUT/mdlm_s.$split.json,$OUT/ar_s.$split.json,$OUT/ar_4x.$split.json"
+  r=""; for m in $MODELS copy twin; do r="$r,$OUT/$m.$split.json"; done
+  python -m launch.report --names=$names --out="$OUT/report_$split" --reports="${r#,}"
 done
-python -m launch.report --names=T8,T16,T32,T64 --out="$OUT/report_steps" \
-    --reports="$OUT/mdlm_s.steps8.json,$OUT/mdlm_s.steps16.json,$OUT/mdlm_s.steps32.json,$OUT/mdlm_s.steps64.json"
+python -m launch.report --names=S2,S4,S8 --out="$OUT/report_steps" \
+    --reports="$OUT/mdlm_s.steps2.json,$OUT/mdlm_s.steps4.json,$OUT/mdlm_s.steps8.json"
 echo "study done: reports in $OUT/report_*"

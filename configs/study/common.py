@@ -11,7 +11,13 @@ SIZE_S = dict(d_model=128, n_layers=3, n_heads=4, n_kv_heads=2, d_ff=384)
 SIZE_4X = dict(d_model=256, n_layers=4, n_heads=4, n_kv_heads=2, d_ff=832)
 
 
-def study_config(objective: str, size: dict):
+# The MDLMs start from AR S's checkpoint at this step and train the rest of
+# the 700 (launch/study.sh passes --config.train.init_from/init_step/steps),
+# so every model sees the same 700 x 16 rows of 640 tokens.
+AR_START_STEPS = 500
+
+
+def study_config(objective: str, size: dict, block_size: int = 8):
   cfg = base_config()
   cfg.objective = objective
   cfg.corpus.episodes_per_env = 1000
@@ -26,9 +32,11 @@ def study_config(objective: str, size: dict):
     cfg.model[key] = value
   cfg.optim.lr = 2e-3
   cfg.optim.warmup_steps = 70
-  cfg.train.steps = 700  # 700 x 16 x 512 = 5.73M tokens for every model
+  cfg.train.steps = 700  # 700 x 16 x 640 = 7.17M row tokens for every model
   cfg.train.log_every = 25
   cfg.train.eval_every = 175
   cfg.train.checkpoint_every = 100
-  cfg.sample.block_size = 32
+  cfg.train.keep_checkpoints = 8  # AR S's step AR_START_STEPS starts the MDLMs
+  cfg.diffusion.block_size = block_size  # MDLM: 0 = the full canvas
+  cfg.sample.steps = block_size or 64  # per block: one token a step
   return cfg
