@@ -76,6 +76,10 @@ def base_config() -> ml_collections.ConfigDict:
   # Slot j holds the token before label j, as in an AR model: with b = 1 the
   # objective is the AR loss, so an AR start (train.init_from) loses nothing.
   c.diffusion.shift = True
+  # Training times t ~ U[t_min, t_max] (BD3-LM's clipped schedule); the
+  # validation loss always uses [0.001, 1], the full ELBO.
+  c.diffusion.t_min = 1e-3
+  c.diffusion.t_max = 1.0
 
   c.optim = optim_config(lr=3e-3, warmup_steps=50, min_lr_ratio=0.1, weight_decay=0.01)
 
@@ -155,6 +159,8 @@ def validate(cfg) -> None:
            f"must be >= max_context_len + 2 * max_target_len ({need}) for the MDLM: a "
            "block-diffusion row holds a noisy and a clean copy of the target")
   _check(cfg.diffusion.block_size >= 0, "diffusion.block_size", "must be >= 0")
+  _check(0 < cfg.diffusion.t_min < cfg.diffusion.t_max <= 1, "diffusion.t_min",
+         "must satisfy 0 < t_min < t_max <= 1")
   m = cfg.model
   _check(m.d_head >= 0, "model.d_head", "must be >= 0 (0: d_model // n_heads)")
   _check(m.d_head > 0 or m.d_model % m.n_heads == 0, "model.d_model",
@@ -470,7 +476,9 @@ def objective_config(cfg, tokenizer) -> ObjectiveConfig:
   return ObjectiveConfig(objective=cfg.objective, mask_id=tokenizer.mask_id,
                          schedule=cfg.diffusion.schedule,
                          steer_drop_rate=cfg.diffusion.steer_drop_rate,
-                         shift=bool(cfg.diffusion.get("shift", False)))
+                         shift=bool(cfg.diffusion.get("shift", False)),
+                         t_min=cfg.diffusion.get("t_min", 1e-3),
+                         t_max=cfg.diffusion.get("t_max", 1.0))
 
 
 def sample_overrides(sample_cfg: ml_collections.ConfigDict) -> dict:

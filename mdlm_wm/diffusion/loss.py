@@ -18,20 +18,21 @@ from mdlm_wm.diffusion import schedule
 _GOLDEN = 0.6180339887498949
 
 
-def antithetic_times(rng, segment_ids_BL, block_BL=None, t_min: float = 1e-3):
+def antithetic_times(rng, segment_ids_BL, block_BL=None, t_min: float = 1e-3,
+                     t_max: float = 1.0):
   """A time per example (row, segment), or per (example, block) with
   `block_BL`, low-discrepancy over the batch: [B, L].
 
   Rows are stratified (row b starts at u + b/B); the segments of a row are
   spread by the golden ratio and the blocks of an example by its square, so
-  every batch covers [t_min, 1] evenly.
+  every batch covers [t_min, t_max] evenly.
   """
   B, _ = segment_ids_BL.shape
   u = jax.random.uniform(rng, ())
   t = u + jnp.arange(B)[:, None] / B + segment_ids_BL * _GOLDEN
   if block_BL is not None:
     t = t + block_BL * _GOLDEN ** 2
-  return t_min + (1.0 - t_min) * jnp.mod(t, 1.0)
+  return t_min + (t_max - t_min) * jnp.mod(t, 1.0)
 
 
 def subs_log_probs(logits_BLV, mask_id: int):

@@ -37,6 +37,11 @@ class ObjectiveConfig:
   schedule: str = "loglinear"
   steer_drop_rate: float = 0.1
   shift: bool = True  # MDLM: block rows built with the logit shift
+  # MDLM training times t ~ U[t_min, t_max] (BD3-LM's clipped schedule: small
+  # blocks' ELBO gradients are dominated by rare, heavily weighted draws near
+  # t = 0); evaluation always uses the full range, so valid_loss is the ELBO.
+  t_min: float = 1e-3
+  t_max: float = 1.0
 
 
 def _per_example(u_BL, segment_ids_BL):
@@ -55,14 +60,15 @@ def loss_fn(model, batch, rng, cfg: ObjectiveConfig, train: bool = True):
     logits = model(batch["tokens"], batch["positions"], seg, batch["target_mask"])
     loss = ar_loss(logits, batch["tokens"], batch["target_mask"], seg)
     return loss, {"loss": loss}
-  return block_loss(model, batch, seg, k_t, k_mask, cfg)
+  return block_loss(model, batch, seg, k_t, k_mask, cfg, train)
 
 
-def block_loss(model, batch, seg, k_t, k_mask, cfg: ObjectiveConfig):
+def block_loss(model, batch, seg, k_t, k_mask, cfg: ObjectiveConfig, train: bool = True):
   """The block-diffusion ELBO of packed block rows (diffusion/block.py)."""
   tokens, labels, blk = batch["tokens"], batch["labels"], batch["block"]
   is_label = (batch["role"] == block_lib.NOISY) & (seg > 0)
-  t = mdlm.antithetic_times(k_t, seg, blk)
+  t_range = (cfg.t_min, cfg.t_max) if train else (1e-3, 1.0)
+  t = mdlm.antithetic_times(k_t, seg, blk, *t_range)
   p_mask = 1.0 - schedule.alpha(t, cfg.schedule)
   label_masked = is_label & (jax.random.uniform(k_mask, tokens.shape) < p_mask)
   # With the shift, slot j holds label j - 1: the slot to its left in the row.
