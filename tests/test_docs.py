@@ -8,6 +8,10 @@ is run, in page order, from the repository root: bash blocks with
 A `background` block (a server) is started and left running while the
 page's later blocks run; it is stopped when the next page starts or the
 session ends, and its output is shown when a later block of its page fails.
+A block may use what earlier blocks of its page made: a block selected alone
+(`-k "training.md:183"`) first runs the earlier blocks of its page that this
+session has not run (a block that is not slow relies on no slow block, as
+the default run has none).
 
 The blocks read three variables the guide's index introduces, here pointed at
 a tiny setup: `WM`, a quickstart-shaped workdir (`data/` = the session's
@@ -32,6 +36,7 @@ blocks are separate processes, and most of a tiny run is compiling.
 from __future__ import annotations
 
 import dataclasses
+import importlib.util
 import os
 import re
 import signal
@@ -253,6 +258,7 @@ class Page:
   out: str
   port: int
   background: list[tuple[str, subprocess.Popen, str]] = dataclasses.field(default_factory=list)
+  ran: set[str] = dataclasses.field(default_factory=set)  # ids of the blocks run (or tried)
 
   def stop(self) -> None:
     for _, proc, _ in self.background:
@@ -320,20 +326,36 @@ def _tail(text: str, n: int = 6000) -> str:
   return text if len(text) <= n else "...\n" + text[-n:]
 
 
-@pytest.mark.parametrize("block", [_param(b) for b in RUNNABLE])
-def test_guide_block_runs(block: Block, request, guide_wm, pages, tmp_path):
-  for module in block.needs:
-    pytest.importorskip(module)
-  page = pages(block.page)
-  env = snippet_env(request, block, guide_wm, page)
+def earlier_blocks(block: Block, blocks: list[Block]) -> list[Block]:
+  """What `block` may rely on: the runnable blocks before it on its page,
+  in order; for a block that is not slow, only those that are not slow."""
+  return [b for b in blocks if b.page == block.page and b.line < block.line and b.runnable
+          and (block.slow or not b.slow)]
+
+
+def run_in_page_order(block: Block, blocks: list[Block], page: Page, env_of, tmp_path) -> None:
+  """Runs `block` after the earlier blocks of its page this session has not
+  run yet (skipping those whose `needs` are not installed)."""
+  for b in earlier_blocks(block, blocks):
+    if b.id not in page.ran and all(importlib.util.find_spec(m) for m in b.needs):
+      page.ran.add(b.id)
+      run_block(b, env_of(b), page, tmp_path)
+  page.ran.add(block.id)
+  run_block(block, env_of(block), page, tmp_path)
+
+
+def run_block(block: Block, env: dict[str, str], page: Page, tmp_path) -> None:
+  """Runs one block from the repository root; fails the test with its output
+  (and the page's background logs) if it exits non-zero."""
+  name = f"{block.page.removesuffix('.md')}_{block.line}"
   if block.language == "bash":
     argv = ["bash", "-euo", "pipefail", "-c", block.text]
   else:
-    script = tmp_path / "snippet.py"
+    script = tmp_path / f"{name}.py"
     script.write_text(block.text, encoding="utf-8")
     argv = [sys.executable, str(script)]
   if block.background:
-    log = str(tmp_path / "background.log")
+    log = str(tmp_path / f"{name}.background.log")
     with open(log, "w", encoding="utf-8") as f:
       proc = subprocess.Popen(argv, cwd=REPO, env=env, stdout=f, stderr=subprocess.STDOUT,
                               stdin=subprocess.DEVNULL, start_new_session=True)
@@ -357,3 +379,25 @@ def test_guide_block_runs(block: Block, request, guide_wm, pages, tmp_path):
       f"--- the block ({block.language}):\n{block.text}"
       f"--- stdout:\n{_tail(proc.stdout, 3000)}\n--- stderr:\n{_tail(proc.stderr)}\n"
       f"{page.background_logs()}")
+
+
+@pytest.mark.parametrize("block", [_param(b) for b in RUNNABLE])
+def test_guide_block_runs(block: Block, request, guide_wm, pages, tmp_path):
+  for module in block.needs:
+    pytest.importorskip(module)
+  page = pages(block.page)
+  run_in_page_order(block, RUNNABLE, page, lambda b: snippet_env(request, b, guide_wm, page),
+                    tmp_path)
+
+
+def test_a_block_alone_runs_the_earlier_blocks_of_its_page_first(tmp_path):
+  writes = Block("p.md", 1, "bash", ("runnable",), 'echo made > "$OUT/made"\n')
+  slow = Block("p.md", 5, "bash", ("runnable", "slow"), "exit 1\n")
+  shown = Block("p.md", 9, "bash", ("runnable",), "exit 1\n")  # ran already: not again
+  reads = Block("p.md", 13, "bash", ("runnable",), 'grep -q made "$OUT/made"\n')
+  page = Page(str(tmp_path), 0, ran={shown.id})
+  run_in_page_order(reads, [writes, slow, shown, reads], page,
+                    lambda b: {**os.environ, "OUT": page.out}, tmp_path)
+  assert page.ran == {writes.id, shown.id, reads.id}
+  assert earlier_blocks(Block("p.md", 20, "bash", ("runnable", "slow"), ""),
+                        [writes, slow, reads]) == [writes, slow, reads]
