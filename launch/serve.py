@@ -10,7 +10,7 @@ a client: examples/client.py. Needs `pip install fastapi uvicorn`.
 import os
 
 import uvicorn
-from absl import app, flags, logging
+from absl import app, flags
 
 from mdlm_wm.serve.app import build_app
 from mdlm_wm.serve.config import ServeConfig
@@ -53,9 +53,8 @@ def main(argv):
   with errors.reported():
     config.validate()
     wm = WorldModel.load(FLAGS.workdir, step=FLAGS.checkpoint_step)
-  logging.info("serving %s (%s, %d params) on http://%s:%d (auth: %s)", FLAGS.workdir,
-               wm.objective, wm.num_params, FLAGS.host, FLAGS.port,
-               "on" if config.api_key else "off")
+  print(f"serving {FLAGS.workdir} ({wm.objective}, {wm.num_params} params) on "
+        f"http://{FLAGS.host}:{FLAGS.port} (auth: {'on' if config.api_key else 'off'})", flush=True)
   uvicorn.run(build_app(wm, config), host=FLAGS.host, port=FLAGS.port, log_level="info")
 
 

@@ -6,7 +6,7 @@ Reads STUDY/eval/*.json, STUDY/times.tsv and the GRPO workdirs' checkpoint
 meta (mdlm_wm/agents/transfer.py); prints the Markdown and writes it to --out.
 """
 
-from absl import app, flags, logging
+from absl import app, flags
 
 FLAGS = flags.FLAGS
 flags.DEFINE_string("study", None, "The study directory.", required=True)
@@ -17,7 +17,6 @@ def main(argv):
   if len(argv) > 1:
     raise app.UsageError(f"unexpected arguments: {argv[1:]}")
   from mdlm_wm.agents import transfer  # pylint: disable=import-outside-toplevel
-  logging.set_verbosity(logging.WARNING)  # orbax logs every checkpoint it reads
   text = transfer.render(FLAGS.study)
   with open(FLAGS.out, "w", encoding="utf-8") as f:
     f.write(text)

@@ -68,6 +68,8 @@ def test_kill_9_and_restart_gives_the_same_losses(tiny_corpus, tmp_path):
   done = subprocess.run(cmd, capture_output=True, text=True)
   assert done.returncode == 0, done.stderr[-2000:]
   assert "resumed from step" in done.stdout
+  # Quiet by default: the launcher's progress, none of orbax's INFO lines per checkpoint.
+  assert "step 40/40" in done.stderr and "orbax" not in done.stderr, done.stderr[-2000:]
   a, b = losses(ref), losses(workdir)
   assert sorted(b) == list(range(1, 41))
   for step in range(max(saved) + 1, 41):
