@@ -93,13 +93,11 @@ class RealSimulator:
 class WorldModelSimulator:
   """A world model predicts every next state, one batched call per time step;
   `success_of(env)` judges each (reward 1 and done when it says solved). A
-  predicate that raises is logged, counted in `predicate_failures` and read
-  as not solved."""
+  predicate that raises is logged and read as not solved."""
 
   def __init__(self, world: WorldModel, success_of: Callable[[str], SuccessFn],
                **sample_overrides):
     self.world, self.success_of, self.sample_overrides = world, success_of, sample_overrides
-    self.predicate_failures = 0
 
   def step(self, episodes: Sequence[Episode], actions: Sequence[str],
            seed: int) -> list[Outcome | Exception]:
@@ -113,7 +111,6 @@ class WorldModelSimulator:
         solved = bool(self.success_of(ep.task)(ep.spec, state))
       except Exception as e:  # pylint: disable=broad-except
         logging.warning("success predicate of %s raised %r; read as not solved", ep.task, e)
-        self.predicate_failures += 1
         solved = False
       out.append(Outcome(state, float(solved), solved, solved))
     return out

@@ -14,9 +14,10 @@ and feeds it back, so the AR model sees pins only to its left, which is the
 point of comparing it with infilling.
 
 Stop handling: once <eot> has been emitted (sampled or pinned) every later
-free position emits <eot> too, as the training targets are filled with <eot>
-to the canvas length; `diffusion.sampler.trim_after_eot` turns the tail into
-padding for both baselines alike.
+free position emits <eot> too. Training has no loss after the first <eot>
+(no fill), so nothing the model would predict there means anything; readers
+take the text before the first <eot> (`Tokenizer.decode_target`, GRPO's
+`completion_mask`), for both baselines alike.
 """
 
 from __future__ import annotations

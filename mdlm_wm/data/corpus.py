@@ -229,7 +229,3 @@ def format_summary(result: dict) -> str:
     parts.append(f"tokenizer: {result['tokenizer']['vocab_size']} pieces")
   parts.append(f"generation speed: {result['episodes_per_second']:.1f} episodes/s")
   return "\n".join(parts)
-
-
-def load_tokenizer(out_dir: str) -> Tokenizer:
-  return Tokenizer.load(os.path.join(out_dir, TOKENIZER_FILE))

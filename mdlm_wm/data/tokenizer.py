@@ -15,7 +15,6 @@ from collections.abc import Iterable, Sequence
 
 import sentencepiece as spm
 
-PAD, UNK = "<pad>", "<unk>"
 MASK, EOT = "<|mask|>", "<|eot|>"
 # One marker opens each segment of the sequence layout (DESIGN.md).
 SEGMENTS = ("s0", "task", "tools", "rules", "steer", "history", "state", "action", "target")

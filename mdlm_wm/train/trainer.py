@@ -22,7 +22,6 @@ import dataclasses
 import math
 import os
 import signal
-import time
 from collections.abc import Callable
 
 import jax
