@@ -7,8 +7,9 @@ r"""A small client for the rollout service (`python -m launch.serve`), stdlib on
     with wm.session(spec) as s:           # the server keeps the history
       print(s.step("look"), s.step("go north"))
 
-`spec` is the SCHEMA.md spec object (a dict). Try it against a running server
-on the first episode of a trajectory file, from the repository root:
+`spec` is the trajectory format's spec object (a dict; docs/schema.md). Try it
+against a running server on the first episode of a trajectory file, from the
+repository root:
 
     python -m examples.client --url=http://127.0.0.1:8000 --data=/tmp/corpus/test.jsonl
 """
@@ -124,7 +125,7 @@ def example_args(description: str) -> tuple[str, dict[str, Any]]:
   episode of the trajectory file."""
   parser = argparse.ArgumentParser(description=description.split("\n\n")[0])
   parser.add_argument("--url", default="http://127.0.0.1:8000")
-  parser.add_argument("--data", required=True, help="a SCHEMA.md trajectory file (.jsonl)")
+  parser.add_argument("--data", required=True, help="a trajectory file (.jsonl; docs/schema.md)")
   args = parser.parse_args()
   with open(args.data, encoding="utf-8") as f:
     return args.url, json.loads(f.readline())

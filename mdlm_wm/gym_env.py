@@ -18,7 +18,7 @@ model keeps conditioning on the exact text. The observation's max_length
 bounds what the model can write (canvas tokens times the longest piece) and
 what it can read (context tokens times the longest piece).
 
-"Done" for a text state: the world model predicts text only (SCHEMA's `done`
+"Done" for a text state: the world model predicts text only (the trajectory format's `done`
 flag is not part of its target), so termination is a predicate on the
 predicted next state: a regex searched in it, or a callable (spec, text) ->
 bool. The default is the task-success predicate of the episode's environment,
@@ -103,7 +103,7 @@ class SpecPool:
 
   @classmethod
   def of(cls, source: SpecSource) -> SpecPool:
-    """From a SpecPool, a list of Spec, a SCHEMA JSONL path or a callable(rng) -> Spec."""
+    """From a SpecPool, a list of Spec, a trajectory JSONL path or a callable(rng) -> Spec."""
     if isinstance(source, SpecPool):
       return source
     if isinstance(source, (str, os.PathLike)):
@@ -176,7 +176,7 @@ class WorldModelEnv(gymnasium.Env):
 
   Args:
     world_model: a loaded `WorldModel` (MDLM or AR).
-    spec_source: a list of Spec, a SCHEMA JSONL path (every episode's spec,
+    spec_source: a list of Spec, a trajectory JSONL path (every episode's spec,
       with its `env` name in `info["env"]`), a callable(np_random) -> Spec,
       or a `SpecPool`.
     reward_fn: (spec, history, state, action, next_state) -> float; history

@@ -1,4 +1,4 @@
-"""Shared fixtures (hand-made episodes in the SCHEMA shape, a tiny corpus and
+"""Shared fixtures (hand-made episodes in the trajectory format, a tiny corpus and
 models) and the session's XLA compilation cache."""
 
 import json

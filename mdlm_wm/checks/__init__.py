@@ -1,1 +1,1 @@
-"""State checks: the generic SCHEMA `checks` scorer and per-environment callbacks."""
+"""State checks: the generic `checks` scorer and per-environment callbacks."""

@@ -1,4 +1,4 @@
-"""The generic state checker: scores a predicted next state against SCHEMA `checks`.
+"""The generic state checker: scores a predicted next state against its step's `checks`.
 
 A field `key: value` is "stated" when the key is followed, after at most a few
 separator characters (quotes, colon, equals, spaces), by the value as a whole
@@ -11,7 +11,7 @@ either, so `3` does not match `3.5`, `/home` does not match `/home/user` and
 
 Values are matched as text: a value containing `"` will not match inside JSON,
 which escapes it; and `must_include` / `must_exclude` are case-insensitive
-substring tests (as SCHEMA.md defines them), so short names can hide inside
+substring tests (as docs/schema.md defines them), so short names can hide inside
 longer words ("pen" in "open").
 """
 

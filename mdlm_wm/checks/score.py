@@ -1,7 +1,7 @@
 """Scores one predicted next state against a reference step: every check at once.
 
 A prediction is graded on the union of two checkers' entries (checks/result.py):
-the generic SCHEMA `checks`, split into determined and revealed facts by
+the step's generic `checks` (docs/schema.md), split into determined and revealed facts by
 `checks.revealed`, and the environment's own `Env.check` (determined facts,
 revealed facts and constraints on revealed content) for a built-in or a real
 (`family/task`) environment; a real family's checker lives with its adapter,
@@ -42,7 +42,7 @@ def check_prediction(env: str, spec: Spec, step: Step, prediction: str) -> Check
 def score_prediction(env: str, spec: Spec, step: Step, prediction: str) -> dict[str, float]:
   """The metrics of one prediction, each in [0, 1]:
 
-  `checks`: the fraction of the step's SCHEMA checks right (determined and
+  `checks`: the fraction of the step's `checks` right (determined and
   revealed alike); `env`: the environment's own `check(...).score` (only for
   a built-in or real environment); `pass`: 1.0 when every determined fact is right
   and every constraint on revealed content holds (both checkers);

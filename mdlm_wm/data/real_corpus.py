@@ -14,7 +14,7 @@ split / seed, skipped and counted; the adapter is closed and made anew, so a
 broken engine process cannot spoil the games after it.
 
 Outputs: train.jsonl / valid.jsonl / test.jsonl (read back, so validated
-against SCHEMA.md), tokenizer.model (trained on train.jsonl, as the built-in
+against docs/schema.md), tokenizer.model (trained on train.jsonl, as the built-in
 corpus's is) and stats.json: the config, each task's seeds per split, counts
 per family (episodes, transitions, successes, failed actions, crashed
 games), per-split statistics per environment, the crashes, and a `timing`

@@ -1,4 +1,4 @@
-"""The trajectory JSONL format (SCHEMA.md): typed episodes, validation, streaming I/O.
+"""The trajectory JSONL format (docs/schema.md): typed episodes, validation, streaming I/O.
 
 Every consumer reads episodes through `iter_episodes`, which streams a file
 line by line (plain or gzip) so a corpus larger than memory never has to be
@@ -39,7 +39,7 @@ class Spec:
 
 @dataclasses.dataclass(frozen=True)
 class Checks:
-  """Deterministic facts about a next state (see SCHEMA.md `checks`)."""
+  """Deterministic facts about a next state (see docs/schema.md, `checks`)."""
   must_include: tuple[str, ...] = ()
   must_exclude: tuple[str, ...] = ()
   fields: Mapping[str, str] = dataclasses.field(default_factory=dict)
@@ -229,7 +229,7 @@ def episode_from_dict(obj: Any) -> Episode:
 
 
 # --------------------------------------------------------------------------
-# Serialization: Episode -> dict (the exact SCHEMA.md shape).
+# Serialization: Episode -> dict (the exact shape of docs/schema.md).
 
 
 def tool_to_dict(tool: Tool) -> dict:

@@ -1,4 +1,4 @@
-"""One transition -> context and target token ids (DESIGN.md's sequence layout).
+"""One transition -> context and target token ids (docs/design.md's sequence layout).
 
     context = <s0> s0 <task> c <tools> T <rules> R <steer> z
               <history> (<state> s_i <action> a_i)*   (last k pairs, oldest first)

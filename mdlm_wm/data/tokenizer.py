@@ -16,7 +16,7 @@ from collections.abc import Iterable, Sequence
 import sentencepiece as spm
 
 MASK, EOT = "<|mask|>", "<|eot|>"
-# One marker opens each segment of the sequence layout (DESIGN.md).
+# One marker opens each segment of the sequence layout (docs/design.md).
 SEGMENTS = ("s0", "task", "tools", "rules", "steer", "history", "state", "action", "target")
 MARKERS = {seg: f"<|{seg}|>" for seg in SEGMENTS}
 SPECIAL_TOKENS = (MASK, EOT) + tuple(MARKERS.values())

@@ -193,7 +193,7 @@ class EpisodeStats:
 def run_episode(env: Env, seed: int, policy: str, *, noise: float = 0.3,
                 steer: str | None = None, max_steps: int | None = None,
                 episode_id: str | None = None) -> tuple[Episode, EpisodeStats]:
-  """Plays one episode and returns it in the SCHEMA form, with counts."""
+  """Plays one episode and returns it in the trajectory format (docs/schema.md), with counts."""
   spec, state = env.reset(seed, steer=steer)
   # The policy's own stream: decoupled from the world's so that the same seed
   # gives the same world under every policy.

@@ -2,7 +2,7 @@
 
 Per transition: G samples are drawn (or read), and every sample is scored for
 fidelity (BLEU-1, ROUGE-L, exact match against the reference next state) and
-grounding (SCHEMA checks, the environment's callback, trailing anchors); the
+grounding (the step's `checks`, the environment's callback, trailing anchors); the
 G samples together give diversity (Self-BLEU, Distinct-1/2). MAUVE compares
 the set of first samples with the set of references, per environment.
 Steerability re-predicts steered transitions with the steer removed;

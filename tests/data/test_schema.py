@@ -174,3 +174,14 @@ def test_check_data_cli_exit_codes(write_jsonl):
   assert no_tokenizer.returncode == 2
   assert no_tokenizer.stderr.startswith("error: ") and "/nonexistent/tokenizer.model" in no_tokenizer.stderr
   assert "Traceback" not in no_tokenizer.stderr
+
+
+def test_the_example_in_docs_schema_md_is_a_valid_episode():
+  import os
+  import re
+  doc = os.path.join(os.path.dirname(__file__), "..", "..", "docs", "schema.md")
+  with open(doc, encoding="utf-8") as f:
+    example = json.loads(re.search(r"```json\n(.*?)```", f.read(), re.S).group(1))
+  ep = schema.episode_from_dict(example)
+  assert schema.episode_to_dict(ep) == example  # every key of the example is the format's
+  assert [s.checks.revealed for s in ep.steps] == [("open",), (), ("plate", "tomato 1", "visible")]

@@ -95,7 +95,7 @@ def test_first_sights_are_revealed_and_the_rest_determined(episode):
       ()]                           # the coin taken: inventory and score follow
   assert steps[4].checks.must_include == ("coin",)
   assert steps[2].checks.must_include == ("Nothing happens.",)
-  # A valid SCHEMA record: every revealed entry names a field or an include.
+  # A valid trajectory record: every revealed entry names a field or an include.
   ep = schema.Episode(id="house/0", env="house/coin", spec=episode[0], steps=tuple(steps))
   assert schema.episode_from_dict(schema.episode_to_dict(ep)) == ep
 
