@@ -114,7 +114,9 @@ def test_agent_grpo_in_the_world_model_runs_resumes_and_stays_loadable(tiny_agen
 
   def success_fn(spec, state):
     judged.append(state)
-    return len(state) % 2 == 0  # arbitrary, so groups differ
+    # Alternates along the episodes, which come in groups of G = 2, so each
+    # group has a success and a failure: every step has reward spread (an update).
+    return len(judged) % 2 == 0
 
   cfg = agent_grpo_config(tiny_agent, tiny_models["ar"])
   result = agent_grpo.run(cfg, workdir, max_steps=1, success_fn=success_fn)
