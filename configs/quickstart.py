@@ -24,9 +24,13 @@ def get_config():
   cfg.train.log_every = 25
   cfg.train.eval_every = 150
   cfg.train.checkpoint_every = 150
-  # The MDLM: the AR's step-300 checkpoint adapted to blocks of 8 for the
-  # remaining 150 steps (450 in all, as the AR).
+  # The MDLM: the AR's step-300 checkpoint adapted to blocks of 4 for the
+  # remaining 150 steps (450 in all, as the AR), at a third of the AR's peak
+  # learning rate. Measured on this corpus (50 test transitions, greedy, env
+  # check): blocks of 8 at 3e-3 0.33, of 4 at 3e-3 0.40, of 4 at 1e-3 0.45;
+  # the naive start (no shift, the full canvas) 0.19; the AR at step 300 0.55.
   cfg.train.ar_start_steps = 300
-  cfg.diffusion.block_size = 8
-  cfg.sample.steps = 8  # per block
+  cfg.train.ar_start_lr = 1e-3
+  cfg.diffusion.block_size = 4
+  cfg.sample.steps = 4  # per block: one token a step
   return cfg

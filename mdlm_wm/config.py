@@ -100,6 +100,7 @@ def base_config() -> ml_collections.ConfigDict:
   # step and trains train.steps - ar_start_steps more, so both models get the
   # same total budget of train.steps (0: the MDLM trains from scratch).
   c.train.ar_start_steps = 0
+  c.train.ar_start_lr = 0.0  # the MDLM's peak learning rate after an AR start (0: optim.lr)
 
   c.mesh = ml_collections.ConfigDict()
   c.mesh.shape = (-1, 1, 1)  # (data, fsdp, tensor); -1 takes the remaining devices
@@ -189,6 +190,7 @@ def validate(cfg) -> None:
   _check(t.eval_batches >= 0, "train.eval_batches", "must be >= 0")
   _check(t.init_step >= 0, "train.init_step", "must be >= 0 (0: the latest)")
   _check(0 <= t.ar_start_steps < t.steps, "train.ar_start_steps", "must be in [0, train.steps)")
+  _check(t.ar_start_lr >= 0, "train.ar_start_lr", "must be >= 0 (0: optim.lr)")
   _check(t.nan_policy in ("stop", "skip"), "train.nan_policy", "must be stop or skip")
   _check(len(cfg.mesh.shape) == 3, "mesh.shape", "must have 3 entries (data, fsdp, tensor)")
   _check(cfg.mesh.num_devices >= 0, "mesh.num_devices", "must be >= 0")

@@ -54,6 +54,7 @@ def train_models(cfg, workdir: str, data_dir: str) -> dict[str, str]:
     if objective == "mdlm" and start:
       c.train.init_from, c.train.init_step = dirs["ar"], start
       c.train.steps, c.train.ar_start_steps = cfg.train.steps - start, 0
+      c.optim.lr = cfg.train.ar_start_lr or cfg.optim.lr
       c.optim.warmup_steps = min(cfg.optim.warmup_steps, c.train.steps - 1)
       print(f"\n[train] mdlm -> {dirs[objective]}: the AR's step {start} adapted for "
             f"{c.train.steps} steps ({cfg.train.steps} in all, as the AR)", flush=True)
