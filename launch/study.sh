@@ -10,10 +10,13 @@ EXAMPLES=${EXAMPLES:-120}      # transitions scored per split
 SWEEP_EXAMPLES=${SWEEP_EXAMPLES:-32}
 MDLMS="mdlm_s mdlm_s_b4 mdlm_s_full"   # blocks of 8, of 4, the full canvas
 MODELS="$MDLMS ar_s ar_4x"
-AR_START=$(python -c "from configs.study.common import AR_START_STEPS as s; print(s)")
+AR_START=${AR_START:-$(python -c "from configs.study.common import AR_START_STEPS as s; print(s)")}
+# A shrunk study (same shape, fewer episodes and steps): EPISODES=200 STEPS=300 AR_START=200.
+EPISODES=${EPISODES:-1000}
+STEPS=${STEPS:-700}
 
 if [ ! -f "$D/stats.json" ]; then
-  python -m launch.build_corpus --envs=all --episodes_per_env=1000 --seed=0 \
+  python -m launch.build_corpus --envs=all --episodes_per_env="$EPISODES" --seed=0 \
       --holdout_envs=calendar --tokenizer_vocab=4096 --out_dir="$D"
 fi
 
@@ -21,19 +24,19 @@ evaluate() {  # evaluate REPORT [flags...]: skipped when REPORT exists
   local report=$1; shift
   [ -f "$report" ] || python -m launch.evaluate --out="$report" "$@"
 }
-train() {  # train MODEL [flags...]
-  local m=$1; shift
+train() {  # train MODEL STEPS [flags...]
+  local m=$1 steps=$2; shift 2
   python -m launch.train --config=configs/study/$m.py --workdir="$OUT/$m" \
       --config.data.train="$D/train.jsonl" --config.data.valid="$D/valid.jsonl" \
-      --config.data.tokenizer="$D/tokenizer.model" "$@"
+      --config.data.tokenizer="$D/tokenizer.model" --config.train.steps="$steps" "$@"
 }
-train ar_s
-# Each MDLM: AR S's step AR_START adapted for the rest of the same 700 steps.
+train ar_s "$STEPS"
+# Each MDLM: AR S's step AR_START adapted for the rest of the same STEPS steps.
 for m in $MDLMS; do
-  train $m --config.train.init_from="$OUT/ar_s" --config.train.init_step=$AR_START \
-      --config.train.steps=$((700 - AR_START))
+  train $m $((STEPS - AR_START)) --config.train.init_from="$OUT/ar_s" \
+      --config.train.init_step="$AR_START"
 done
-train ar_4x
+train ar_4x "$STEPS"
 for split in test heldout_env; do  # the floor and the ceiling on the same transitions
   evaluate "$OUT/copy.$split.json" --baseline=copy --data="$D/$split.jsonl" \
       --max_examples="$EXAMPLES"

@@ -38,5 +38,7 @@ def study_config(objective: str, size: dict, block_size: int = 8):
   cfg.train.checkpoint_every = 100
   cfg.train.keep_checkpoints = 8  # AR S's step AR_START_STEPS starts the MDLMs
   cfg.diffusion.block_size = block_size  # MDLM: 0 = the full canvas
+  if objective == "mdlm":  # adapting AR S: a third of its peak rate, as the quickstart
+    cfg.optim.lr, cfg.optim.warmup_steps = 7e-4, 20
   cfg.sample.steps = block_size or 64  # per block: one token a step
   return cfg
