@@ -44,7 +44,8 @@ from mdlm_wm.world_model import WorldModel
 
 EVAL_DIR = "eval"
 # Summaries copied from each evaluation report into metrics.jsonl.
-EVAL_KEYS = ("pass", "checks", "env", "trailing_pass", "bleu1", "distinct_2")
+EVAL_KEYS = ("pass", "pass_all", "determined_acc", "revealed_valid", "checks", "env",
+             "trailing_pass", "bleu1", "distinct_2")
 PROGRESS_KEYS = ("reward_mean", "pass_rate", "kl", "rollouts_per_sec")
 
 
