@@ -18,6 +18,7 @@ longer words ("pen" in "open").
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 
 from mdlm_wm.checks.result import CheckResult
 from mdlm_wm.data.schema import Checks
@@ -58,13 +59,27 @@ def check_score(checks: Checks, prediction: str) -> float:
   return sum(results.values()) / len(results)
 
 
-def generic_result(checks: Checks, prediction: str) -> CheckResult:
-  """`check_results` split by `checks.revealed`: revealed fields and includes
-  are reported as revealed facts, everything else is determined."""
+def fact_entries(checks: Checks, prediction: str,
+                 field_ok: Callable[[str, str], bool] | None = None) -> CheckResult:
+  """The entries every checker shares: one per field (`field_ok(key, value)`;
+  None leaves the fields to the caller), per `must_include` item and per
+  `must_exclude` item, each determined or revealed as `checks.revealed` says
+  (an exclusion is always determined)."""
   determined, revealed = {}, {}
-  for name, ok in check_results(checks, prediction).items():
-    kind, _, item = name.partition(":")
-    is_revealed = (checks.is_revealed_include(item) if kind == "include"
-                   else kind == "field" and checks.is_revealed_field(item))
-    (revealed if is_revealed else determined)[name] = ok
+  if field_ok is not None:
+    for key, value in checks.fields.items():
+      side = revealed if checks.is_revealed_field(key) else determined
+      side[f"field:{key}"] = bool(field_ok(key, value))
+  low = prediction.lower()
+  for item in checks.must_include:
+    side = revealed if checks.is_revealed_include(item) else determined
+    side[f"include:{item}"] = item.lower() in low
+  for item in checks.must_exclude:
+    determined[f"exclude:{item}"] = item.lower() not in low
   return CheckResult(determined, revealed, {})
+
+
+def generic_result(checks: Checks, prediction: str) -> CheckResult:
+  """The generic `checks` split by `checks.revealed`: fields stated as
+  `states_field` reads them, includes and excludes as substrings."""
+  return fact_entries(checks, prediction, lambda k, v: states_field(prediction, k, v))

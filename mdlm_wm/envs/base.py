@@ -83,16 +83,11 @@ class Env(abc.ABC):
     """An action that fails (bad target, bad argument); default: random."""
     return self.random_action(rng)
 
-  @staticmethod
-  @abc.abstractmethod
-  def state_check(spec: Spec, step: Step, prediction: str) -> float:
-    """Scores a predicted next state in [0, 1] against the true one.
-
-    Parses the prediction into this environment's structured facts and
-    compares them with the facts recorded in `step.checks.fields` (the hidden
-    state), plus internal consistency (e.g. a total that must equal the sum
-    of listed items). The reference `step.next_state` scores 1.0.
-    """
+  @classmethod
+  def state_check(cls, spec: Spec, step: Step, prediction: str) -> float:
+    """Scores a predicted next state in [0, 1]: the fraction of `check`'s
+    determined facts and constraints that hold (the reference scores 1.0)."""
+    return cls.check(spec, step, prediction).score
 
   @classmethod
   def check(cls, spec: Spec, step: Step, prediction: str) -> CheckResult:
@@ -100,8 +95,8 @@ class Env(abc.ABC):
     revealed facts and constraints on revealed content (checks/result.py).
 
     Default: the generic `checks` split by `checks.revealed`. Environments
-    override it with their own parser-based checker (and then define
-    `state_check` as its `score`).
+    override it with their own parser-based checker (`checks.generic.
+    fact_entries` gives the entries every checker shares).
     """
     return generic_result(step.checks, prediction)
 

@@ -61,6 +61,7 @@ import random
 import re
 from typing import Any, NamedTuple
 
+from mdlm_wm.checks import generic
 from mdlm_wm.checks.result import CheckResult, parse_status_line
 from mdlm_wm.data.schema import Checks, Spec, Step
 from mdlm_wm.envs import toolcall
@@ -1063,10 +1064,6 @@ class CalendarAppsEnv(Env):
   def check(cls, spec: Spec, step: Step, prediction: str) -> CheckResult:
     return _check(spec, step, prediction if isinstance(prediction, str) else "")
 
-  @classmethod
-  def state_check(cls, spec: Spec, step: Step, prediction: str) -> float:
-    return cls.check(spec, step, prediction).score
-
 
 def _minutes(text: str) -> int:
   return int(text[:2]) * 60 + int(text[3:])
@@ -1134,17 +1131,10 @@ class _Context(NamedTuple):
 def _check(spec: Spec, step: Step, prediction: str) -> CheckResult:
   checks = step.checks
   obj, footer = _parse(prediction)
-  determined = {"format": obj is not None and footer is not None}
-  revealed: dict[str, bool] = {}
-  for key, value in checks.fields.items():
-    side = revealed if checks.is_revealed_field(key) else determined
-    side[f"field:{key}"] = _lookup(obj, footer, key) == value
-  low = prediction.lower()
-  for item in checks.must_include:
-    side = revealed if checks.is_revealed_include(item) else determined
-    side[f"include:{item}"] = item.lower() in low
-  for item in checks.must_exclude:
-    determined[f"exclude:{item}"] = item.lower() not in low
+  entries = generic.fact_entries(checks, prediction,
+                                 lambda k, v: _lookup(obj, footer, k) == v)
+  determined = {"format": obj is not None and footer is not None, **entries.determined}
+  revealed = dict(entries.revealed)
   world = _world(spec)
   # A spec whose first state is not a calendar account leaves the rules unknown.
   if obj is None or footer is None or world is None:

@@ -82,6 +82,7 @@ import re
 import shlex
 from collections.abc import Callable
 
+from mdlm_wm.checks import generic
 from mdlm_wm.checks.result import CheckResult, parse_status_line
 from mdlm_wm.data.schema import Checks, Spec, Step
 from mdlm_wm.envs.base import Env, StepResult, register
@@ -1414,22 +1415,13 @@ class FilesEnv(Env):
     text = prediction if isinstance(prediction, str) else ""
     body, status = _read_status(text)
     checks = step.checks
-    determined = {"format": status is not None}
-    revealed = {}
     facts = status or {}
-    for key, value in checks.fields.items():
-      side = revealed if checks.is_revealed_field(key) else determined
-      side[f"field:{key}"] = facts.get(key) == value
-    low = text.lower()
-    for item in checks.must_include:
-      side = revealed if checks.is_revealed_include(item) else determined
-      side[f"include:{item}"] = item.lower() in low
-    for item in checks.must_exclude:
-      determined[f"exclude:{item}"] = item.lower() not in low
+    entries = generic.fact_entries(checks, text, lambda k, v: facts.get(k) == v)
     constraints = _constraints(step, body, facts)
     if status is None:
       constraints = {name: False for name in constraints}
-    return CheckResult(determined, revealed, constraints)
+    return CheckResult({"format": status is not None, **entries.determined}, entries.revealed,
+                       constraints)
 
   @classmethod
   def state_check(cls, spec: Spec, step: Step, prediction: str) -> float:

@@ -832,10 +832,6 @@ class HouseholdEnv(Env):
   def check(cls, spec: Spec, step: Step, prediction: str) -> CheckResult:
     return _check(step, prediction if isinstance(prediction, str) else "")
 
-  @classmethod
-  def state_check(cls, spec: Spec, step: Step, prediction: str) -> float:
-    return cls.check(spec, step, prediction).score
-
 
 # --------------------------------------------------------------------------
 # Checking predicted next states.
@@ -914,12 +910,9 @@ def _check(step: Step, prediction: str) -> CheckResult:
     else:
       ok = generic.states_field(prediction, key, value)
     (revealed if checks.is_revealed_field(key) else determined)[f"field:{key}"] = ok
-  low = prediction.lower()
-  for item in checks.must_include:
-    kind = revealed if checks.is_revealed_include(item) else determined
-    kind[f"include:{item}"] = item.lower() in low
-  for item in checks.must_exclude:
-    determined[f"exclude:{item}"] = item.lower() not in low
+  mentions = generic.fact_entries(checks, prediction)
+  determined.update(mentions.determined)
+  revealed.update(mentions.revealed)
   if ref is not None:
     # Messages never depend on hidden draws: names are judged by their form.
     determined["message"] = view is not None and view.message == ref.message

@@ -60,6 +60,7 @@ import dataclasses
 import random
 import re
 
+from mdlm_wm.checks import generic
 from mdlm_wm.checks.result import CheckResult, parse_status_line
 from mdlm_wm.data.schema import Checks, Spec, Step
 from mdlm_wm.envs.base import Env, StepResult, register
@@ -748,10 +749,6 @@ class LabEnv(Env):
   def check(cls, spec: Spec, step: Step, prediction: str) -> CheckResult:
     return _check(spec, step, prediction if isinstance(prediction, str) else "")
 
-  @classmethod
-  def state_check(cls, spec: Spec, step: Step, prediction: str) -> float:
-    return cls.check(spec, step, prediction).score
-
 
 def _strip_article(text: str | None) -> str:
   return re.sub(r"^(the|a|an) ", "", (text or "").strip())
@@ -1007,12 +1004,9 @@ def _check(spec: Spec, step: Step, prediction: str) -> CheckResult:
     elif key not in STATUS_KEYS:
       masked = _masked(mine)
       determined[f"contents:{key}"] = masked is not None and masked == _masked(value)
-  low = prediction.lower()
-  for item in checks.must_include:
-    kind = revealed if checks.is_revealed_include(item) else determined
-    kind[f"include:{item}"] = item.lower() in low
-  for item in checks.must_exclude:
-    determined[f"exclude:{item}"] = item.lower() not in low
+  mentions = generic.fact_entries(checks, prediction)
+  determined.update(mentions.determined)
+  revealed.update(mentions.revealed)
   return CheckResult(determined, revealed, _constraints(spec, step.state, placement, status))
 
 

@@ -55,6 +55,7 @@ import random
 import re
 from typing import Any
 
+from mdlm_wm.checks import generic
 from mdlm_wm.checks.result import CheckResult
 from mdlm_wm.data.schema import Checks, Spec, Step
 from mdlm_wm.envs.base import Env, StepResult, register
@@ -974,22 +975,11 @@ class ShopEnv(Env):
     obj = _object(prediction)
     low = prediction.lower() if isinstance(prediction, str) else ""
     checks = step.checks
-    determined = {"format": obj is not None and list(obj)[-len(TAIL):] == list(TAIL)}
-    revealed = {}
+    well_formed = obj is not None and list(obj)[-len(TAIL):] == list(TAIL)
     obj = obj or {}
-    for key, value in checks.fields.items():
-      ok = key in obj and _fact(obj[key]) == value
-      (revealed if checks.is_revealed_field(key) else determined)[f"field:{key}"] = ok
-    for item in checks.must_include:
-      ok = item.lower() in low
-      (revealed if checks.is_revealed_include(item) else determined)[f"include:{item}"] = ok
-    for item in checks.must_exclude:
-      determined[f"exclude:{item}"] = item.lower() not in low
-    return CheckResult(determined, revealed, _constraints(spec, step, obj))
-
-  @staticmethod
-  def state_check(spec: Spec, step: Step, prediction: str) -> float:
-    return ShopEnv.check(spec, step, prediction).score
+    entries = generic.fact_entries(checks, low, lambda k, v: k in obj and _fact(obj[k]) == v)
+    return CheckResult({"format": well_formed, **entries.determined}, entries.revealed,
+                       _constraints(spec, step, obj))
 
 
 def _object(text: Any) -> dict | None:

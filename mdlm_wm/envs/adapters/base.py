@@ -41,6 +41,7 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from typing import ClassVar
 
+from mdlm_wm.checks import generic
 from mdlm_wm.checks.result import CheckResult, parse_status_line
 from mdlm_wm.data.schema import Checks, Spec, Step
 from mdlm_wm.envs import base
@@ -98,18 +99,10 @@ def fact_result(checks: Checks, prediction: str,
   (`field:K`, compared with `same_value`), per `must_include` item and per
   `must_exclude` item (substrings, case-insensitive), each revealed or
   determined as `checks.revealed` says."""
-  determined = {"format": status is not None and all(k in status for k in checks.fields)}
-  revealed = {}
-  for key, value in checks.fields.items():
-    ok = status is not None and same_value(status.get(key), value)
-    (revealed if checks.is_revealed_field(key) else determined)[f"field:{key}"] = ok
-  low = prediction.lower()
-  for item in checks.must_include:
-    (revealed if checks.is_revealed_include(item) else determined)[f"include:{item}"] = (
-        item.lower() in low)
-  for item in checks.must_exclude:
-    determined[f"exclude:{item}"] = item.lower() not in low
-  return CheckResult(determined, revealed, {})
+  entries = generic.fact_entries(
+      checks, prediction, lambda k, v: status is not None and same_value(status.get(k), v))
+  well_formed = status is not None and all(k in status for k in checks.fields)
+  return CheckResult({"format": well_formed, **entries.determined}, entries.revealed, {})
 
 
 class RealEnv(base.Env):
@@ -197,10 +190,6 @@ class RealEnv(base.Env):
     if any(step.checks.is_revealed_include(item) for item in step.checks.must_include):
       constraints.update(cls.listing_constraints(spec, step, body_of(text), status))
     return result.merged(CheckResult(constraints=constraints))
-
-  @classmethod
-  def state_check(cls, spec: Spec, step: Step, prediction: str) -> float:
-    return cls.check(spec, step, prediction).score
 
   @classmethod
   def location_constraints(cls, spec: Spec, step: Step, body: str,
