@@ -1,6 +1,11 @@
+"""Greedy next states of one workdir (WORKDIR or WORKDIR@STEP) for the first 10
+test transitions per environment, scored, under each sampler setting given:
+  python docs/results/block/probe.py WORKDIR CORPUS/test.jsonl '[{"temperature": 0.0}, ...]'
+"""
 import json, sys, time, numpy as np
 from mdlm_wm.world_model import WorldModel
 from mdlm_wm.checks.score import score_prediction
+from mdlm_wm.envs import base
 from mdlm_wm.data import schema
 from mdlm_wm.data.serialize import transitions
 wd = sys.argv[1]; data = sys.argv[2]; settings = json.loads(sys.argv[3])
@@ -17,5 +22,7 @@ for s in settings:
     chunk = ex[i:i+25]
     preds = wm.generate([tr for _, _, tr in chunk], num_samples=1, seed=i, **s)
     for (ep, k, _), (p,) in zip(chunk, preds):
-      rows.append(score_prediction(ep.env, ep.spec, ep.steps[k], p))
-  print(s, f"{time.time()-t0:.0f}s", {k: round(float(np.mean([r[k] for r in rows])), 3) for k in ("env", "pass", "pass_all", "determined_acc", "revealed_valid")}, flush=True)
+      rows.append({**score_prediction(ep.env, ep.spec, ep.steps[k], p),
+                   "parsed": float(base.check_fn(ep.env)(ep.spec, ep.steps[k], p)
+                                   .determined.get("format", True))})
+  print(s, f"{time.time()-t0:.0f}s", {k: round(float(np.mean([r[k] for r in rows])), 3) for k in ("parsed", "env", "pass", "pass_all", "determined_acc", "revealed_valid")}, flush=True)
