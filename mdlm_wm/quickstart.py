@@ -15,6 +15,7 @@ import time
 
 import numpy as np
 
+from mdlm_wm import config as config_lib
 from mdlm_wm.checks.score import score_prediction
 from mdlm_wm.data import corpus, schema
 from mdlm_wm.data.serialize import transitions
@@ -119,18 +120,20 @@ def rows_summary(rows: list[dict]) -> dict:
 
 
 def predict_and_score(cfg, model_dir: str, examples, out_path: str) -> dict:
-  """Greedy next states for `examples`, scored; rows written to `out_path`
-  ({id, env, step, ...}: launch.compare and launch.evaluate --predictions read it).
-  A file from an earlier run is reused and re-scored with the current checks."""
+  """Greedy next states for `examples` with `cfg.sample`'s settings, scored;
+  rows written to `out_path` ({id, env, step, ...}: launch.compare and
+  launch.evaluate --predictions read it). A file from an earlier run is
+  reused and re-scored with the current checks."""
   rows = _cached_rows(out_path, examples)
   if rows is None:
     wm = WorldModel.load(model_dir)
+    settings = {**{k: cfg.sample[k] for k in config_lib.SAMPLER_SETTINGS}, "temperature": 0.0}
     preds, t0 = [], time.perf_counter()
     bs = cfg.eval.batch_size
     for i in range(0, len(examples), bs):
       chunk = examples[i:i + bs]
       preds += [p for (p,) in wm.generate([tr for _, _, tr in chunk], num_samples=1, seed=i,
-                                          temperature=0.0)]
+                                          **settings)]
     rows = score_rows(examples, preds)
     print(f"[sample] {len(rows)} predictions in {time.perf_counter() - t0:.1f}s -> {out_path}")
     _write_rows(out_path, rows)
