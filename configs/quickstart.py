@@ -10,7 +10,9 @@ def get_config():
   # Short contexts keep CPU steps cheap: tool schemas and rules are truncated
   # by the counted policy, the current state and action are kept.
   cfg.data.batch_size = 16
-  cfg.data.seq_len = 512  # the MDLM's rows hold a noisy and a clean copy of the target
+  # The MDLM's rows hold a noisy and a clean copy of the target; the quickstart
+  # trains the AR on rows of max_context_len + max_target_len (384).
+  cfg.data.seq_len = 512
   cfg.data.max_context_len = 256
   cfg.data.max_target_len = 128
   cfg.data.history_len = 0

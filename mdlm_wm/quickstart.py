@@ -51,6 +51,12 @@ def train_models(cfg, workdir: str, data_dir: str) -> dict[str, str]:
     c.data.train = os.path.join(data_dir, "train.jsonl")
     c.data.valid = os.path.join(data_dir, "valid.jsonl")
     c.data.tokenizer = os.path.join(data_dir, corpus.TOKENIZER_FILE)
+    if objective == "ar":
+      # The AR's rows hold one copy of the target, the MDLM's two: the AR
+      # packs rows of context + target (384 tokens in configs/quickstart.py,
+      # its configuration before block diffusion), so both see about as many
+      # examples per step.
+      c.data.seq_len = cfg.data.max_context_len + cfg.data.max_target_len
     start = cfg.train.ar_start_steps
     if objective == "mdlm" and start:
       c.train.init_from, c.train.init_step = dirs["ar"], start
