@@ -600,15 +600,9 @@ class CalendarAppsEnv(Env):
 
   def _dispatch(self, action: str) -> _Reply:
     try:
-      name, args = toolcall.parse_tool_call(action)
-    except toolcall.ToolCallError as e:
-      raise _Fail(400, str(e)) from None
-    spec = toolcall.find_tool(TOOLS, name)
-    if spec is None:
-      raise _Fail(422, f"unknown tool {name}")
-    errors = toolcall.validate_args(spec, args)
-    if errors:
-      raise _Fail(400, "; ".join(errors))
+      name, args = toolcall.resolve(TOOLS, action)
+    except toolcall.ToolCallRejected as e:
+      raise _Fail(e.status, str(e)) from None
     self._tool = name
     return getattr(self, f"_do_{name}")(**args)
 

@@ -59,8 +59,8 @@ from mdlm_wm.checks import generic
 from mdlm_wm.checks.result import CheckResult
 from mdlm_wm.data.schema import Checks, Spec, Step
 from mdlm_wm.envs.base import Env, StepResult, register
-from mdlm_wm.envs.toolcall import (ToolCallError, find_tool, format_tool_call, parse_tool_call,
-                                   tool, validate_args)
+from mdlm_wm.envs.toolcall import (ToolCallError, ToolCallRejected, find_tool, format_tool_call,
+                                   parse_tool_call, resolve, tool, validate_args)
 
 # Kind -> product base names; the kind is always the last word of a name, so a
 # search for the kind finds every product of it.
@@ -472,15 +472,9 @@ class ShopEnv(Env):
 
   def _dispatch(self, action: str) -> _Reply:
     try:
-      name, args = parse_tool_call(action)
-    except ToolCallError as e:
-      return _error(400, str(e))
-    spec = find_tool(TOOLS, name)
-    if spec is None:
-      return _error(422, f"unknown tool '{name}'")
-    errors = validate_args(spec, args)
-    if errors:
-      return _error(400, errors[0])
+      name, args = resolve(TOOLS, action)
+    except ToolCallRejected as e:
+      return _error(e.status, str(e))
     return getattr(self, f"_do_{name}")(**args)
 
   def _tail(self) -> dict[str, Any]:

@@ -26,6 +26,32 @@ class ToolCallError(ValueError):
   pass
 
 
+class ToolCallRejected(ValueError):
+  """A call the environment answers with an error status before running it."""
+
+  def __init__(self, status: int, message: str):
+    super().__init__(message)
+    self.status = status
+
+
+def resolve(tools: Sequence[Tool], action: str) -> tuple[str, dict[str, Any]]:
+  """The tool name and arguments of a call that parses, names a tool of
+  `tools` and fits its schema; else ToolCallRejected: 400 for a call that does
+  not parse or breaks its schema (every problem, joined), 422 for an unknown
+  tool. The one dispatcher in front of every tool environment's handlers."""
+  try:
+    name, args = parse_tool_call(action)
+  except ToolCallError as e:
+    raise ToolCallRejected(400, str(e)) from None
+  spec = find_tool(tools, name)
+  if spec is None:
+    raise ToolCallRejected(422, f"unknown tool '{name}'")
+  errors = validate_args(spec, args)
+  if errors:
+    raise ToolCallRejected(400, "; ".join(errors))
+  return name, args
+
+
 def format_tool_call(name: str, args: Mapping[str, Any]) -> str:
   return f"{name}({json.dumps(dict(args), ensure_ascii=False, sort_keys=True)})"
 
