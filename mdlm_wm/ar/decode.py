@@ -29,7 +29,7 @@ import jax
 import jax.numpy as jnp
 from flax import nnx
 
-from mdlm_wm.diffusion.sampler import fold_in, row_keys, sample_tokens
+from mdlm_wm.model.sampling import fold_in, row_keys, sample_tokens
 
 
 @dataclasses.dataclass(frozen=True)

@@ -36,8 +36,8 @@ from flax import nnx
 
 from mdlm_wm.diffusion import block as block_lib
 from mdlm_wm.diffusion import schedule
-from mdlm_wm.diffusion.sampler import (CONFIDENCES, _confidence, _top_k_mask, committed_fraction,
-                                       fold_in, row_keys, sample_tokens, split)
+from mdlm_wm.diffusion.sampler import CONFIDENCES, _confidence, _top_k_mask, committed_fraction
+from mdlm_wm.model.sampling import fold_in, row_keys, sample_tokens, split
 
 
 @dataclasses.dataclass(frozen=True)

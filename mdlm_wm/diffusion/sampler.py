@@ -48,6 +48,7 @@ import numpy as np
 from flax import nnx
 
 from mdlm_wm.diffusion import schedule
+from mdlm_wm.model.sampling import draw, fold_in, row_keys, sample_tokens, split
 
 CONFIDENCES = ("top1", "margin", "entropy", "random")
 
@@ -119,82 +120,10 @@ def committed_fraction(steps: int, kind: str) -> np.ndarray:
   return frac.astype(np.float32)
 
 
-def row_keys(keys_B, num_samples: int):
-  """[B] per-prompt keys -> [B * G] per-sample keys: fold_in(key_b, g) for row b*G + g."""
-  per_sample = lambda k: jax.vmap(lambda g: jax.random.fold_in(k, g))(jnp.arange(num_samples))
-  return jax.vmap(per_sample)(keys_B).reshape(-1)
-
-
-def fold_in(key, data):
-  """`jax.random.fold_in` of one key, or of each key of a per-row [N] key array."""
-  if key.ndim == 0:
-    return jax.random.fold_in(key, data)
-  return jax.vmap(jax.random.fold_in, in_axes=(0, None))(key, data)
-
-
-def split(key, num: int = 2):
-  """`jax.random.split` of one key ([num]), or of each per-row key ([num, N])."""
-  if key.ndim == 0:
-    return jax.random.split(key, num)
-  return jax.vmap(lambda k: jax.random.split(k, num), out_axes=1)(key)
-
-
-def _draw(fn, key, shape):
-  """fn(key, shape) with one key; with per-row keys ([N] = shape[0]), row n from key n."""
-  if key.ndim == 0:
-    return fn(key, shape)
-  return jax.vmap(lambda k: fn(k, shape[1:]))(key)
-
-
-def sample_tokens(key, logits_NV, temperature: float, top_p: float):
-  """One token per row: argmax at temperature 0, else Gumbel-max in float32.
-
-  `key` is one key or a key per row (`row_keys`). Shared with the AR decoder
-  so both baselines draw tokens identically.
-  """
-  logits = logits_NV.astype(jnp.float32)
-  if temperature == 0:
-    return jnp.argmax(logits, axis=-1).astype(jnp.int32)
-  logits = logits / temperature
-  if top_p < 1.0:
-    logits = top_p_filter(logits, top_p)
-  gumbel = _draw(lambda k, shape: jax.random.gumbel(k, shape, jnp.float32), key, logits.shape)
-  return jnp.argmax(logits + gumbel, axis=-1).astype(jnp.int32)
-
-
-def top_p_filter(logits_NV, top_p: float):
-  """Keeps the smallest set of most likely tokens whose mass reaches `top_p`.
-
-  A token is kept when the mass strictly before it (in descending order) is
-  below `top_p`, so the most likely token always survives.
-  """
-  sorted_NV = jnp.sort(logits_NV, axis=-1)[..., ::-1]
-  probs = jax.nn.softmax(sorted_NV, axis=-1)
-  mass_before = jnp.cumsum(probs, axis=-1) - probs
-  n_keep = jnp.sum(mass_before < top_p, axis=-1, keepdims=True)
-  cutoff = jnp.take_along_axis(sorted_NV, n_keep - 1, axis=-1)
-  return jnp.where(logits_NV >= cutoff, logits_NV, -jnp.inf)
-
-
-def after_first_eot(tokens, eot_id: int):
-  """True at every position after the first `eot_id` (last axis): filler, not text."""
-  is_eot = tokens == eot_id
-  return (jnp.cumsum(is_eot, axis=-1) - is_eot) > 0
-
-
-def trim_after_eot(tokens, eot_id: int, pad_id: int = 0):
-  """Sets every position after the first `eot_id` (last axis) to `pad_id`.
-
-  The model learns where the text ends by emitting <eot>; what it samples
-  after that is filler, not text.
-  """
-  return jnp.where(after_first_eot(tokens, eot_id), pad_id, tokens)
-
-
 def _confidence(kind: str, key, logits_NTV, sampled_NT):
   """Higher = commit sooner. `logits` already exclude [MASK] (-inf)."""
   if kind == "random":
-    return _draw(jax.random.uniform, key, sampled_NT.shape)
+    return draw(jax.random.uniform, key, sampled_NT.shape)
   logp = jax.nn.log_softmax(logits_NTV, axis=-1)
   p = jnp.exp(logp)
   if kind == "top1":

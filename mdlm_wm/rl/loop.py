@@ -37,8 +37,8 @@ from flax import nnx
 
 from mdlm_wm import config as config_lib
 from mdlm_wm.data.tokenizer import Tokenizer
-from mdlm_wm.diffusion import sampler as mdlm_sampler
 from mdlm_wm.model import sharding
+from mdlm_wm.model.sampling import after_first_eot
 from mdlm_wm.rl import grpo, logprob
 from mdlm_wm.train import trainer
 from mdlm_wm.train.checkpoint import Checkpointer
@@ -47,7 +47,7 @@ from mdlm_wm.train.metrics import MetricsWriter, StepProgress
 
 def completion_mask(tokens_NT: np.ndarray, eot_id: int) -> np.ndarray:
   """Canvas positions that make the text: up to and including the first <eot>."""
-  return ~np.asarray(mdlm_sampler.after_first_eot(tokens_NT, eot_id))
+  return ~np.asarray(after_first_eot(tokens_NT, eot_id))
 
 
 def logprob_fn(graphdef, objective: str, g, mask_id: int, schedule: str,

@@ -205,14 +205,6 @@ def test_tiny_top_p_is_greedy(bidir_model):
   np.testing.assert_array_equal(greedy.tokens_BGT, nucleus.tokens_BGT)
 
 
-def test_top_p_filter_keeps_the_nucleus():
-  logits = jnp.log(jnp.array([[0.5, 0.3, 0.15, 0.05]]))
-  kept = np.isfinite(np.asarray(sampler.top_p_filter(logits, 0.7)))
-  np.testing.assert_array_equal(kept, [[True, True, False, False]])
-  kept = np.isfinite(np.asarray(sampler.top_p_filter(logits, 0.81)))
-  np.testing.assert_array_equal(kept, [[True, True, True, False]])
-
-
 def test_guidance(prefix_model):
   context, valid = left_padded(6)
   uncond = valid.copy()
@@ -273,10 +265,3 @@ def test_repeated_calls_do_not_recompile(prefix_model):
   before = sampler._sample_jit._cache_size()
   run(prefix_model, cfg, random_fixed(1), seed=1)
   assert sampler._sample_jit._cache_size() == before
-
-
-def test_trim_after_eot():
-  tokens = jnp.array([[5, 6, EOT, 7, EOT, 8], [5, 6, 7, 8, 9, 10], [EOT, 4, 4, 4, 4, 4]])
-  np.testing.assert_array_equal(
-      sampler.trim_after_eot(tokens, EOT, 0),
-      [[5, 6, EOT, 0, 0, 0], [5, 6, 7, 8, 9, 10], [EOT, 0, 0, 0, 0, 0]])
