@@ -26,7 +26,7 @@ from absl import app, flags
 
 from mdlm_wm import config as config_lib
 from mdlm_wm.ar import decode as ar_decode
-from mdlm_wm.diffusion import block as block_rows
+from mdlm_wm.data import block_rows
 from mdlm_wm.diffusion import block_sampler
 from mdlm_wm.diffusion import sampler as mdlm_sampler
 from mdlm_wm.model import sharding

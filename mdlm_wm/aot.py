@@ -32,11 +32,11 @@ import jax.numpy as jnp
 import optax
 
 from mdlm_wm import config as config_lib
+from mdlm_wm.data import block_rows
 from mdlm_wm.data import tokenizer as tokenizer_lib
 from mdlm_wm.diffusion import sampler as mdlm_sampler
 from mdlm_wm.model import sharding
 from mdlm_wm.model.transformer import ModelConfig, abstract_model
-from mdlm_wm.diffusion import block as block_rows
 from mdlm_wm.train import objectives, trainer
 
 GIB = 1024 ** 3

@@ -34,7 +34,7 @@ import numpy as np
 from mdlm_wm.data import schema
 from mdlm_wm.data.serialize import Serializer, Transition, Truncation, transition_at
 from mdlm_wm.data.tokenizer import Tokenizer
-from mdlm_wm.diffusion import block as block_rows
+from mdlm_wm.data import block_rows
 
 
 class TransitionSource:
@@ -182,7 +182,7 @@ def make_dataset(paths: str | Sequence[str], tokenizer: Tokenizer, cfg: Pipeline
   Batches are dicts of int32 [batch_size, seq_len] arrays: `tokens`,
   `target_mask` (1 on target positions), `steer_mask` (1 on the steer's
   content tokens), `segment_ids` (0 = padding) and `positions`; block rows
-  carry `diffusion.block.ROW_FEATURES` instead of `target_mask`, and their
+  carry `data.block_rows.ROW_FEATURES` instead of `target_mask`, and their
   `positions` are the rows' own `pos` (the two target copies share them).
   """
   cfg.validate()

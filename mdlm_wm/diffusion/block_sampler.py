@@ -34,6 +34,7 @@ import jax
 import jax.numpy as jnp
 from flax import nnx
 
+from mdlm_wm.data.block_rows import CLEAN, NOISY
 from mdlm_wm.diffusion import block as block_lib
 from mdlm_wm.diffusion import schedule
 from mdlm_wm.diffusion.sampler import CONFIDENCES, _confidence, _top_k_mask, committed_fraction
@@ -154,8 +155,8 @@ def _sample_jit(graphdef, params, context_BC, valid_WBC, fixed_BT, rng, *,
     clean = jnp.tile(slots_of_all(labels), (W, 1))
     tokens = jnp.concatenate([context_BC_rep[:, :P], clean, inputs], axis=1)
     j = jnp.arange(K * b)
-    role = jnp.concatenate([jnp.zeros(P, jnp.int32), jnp.full(K * b, block_lib.CLEAN),
-                            jnp.full(b, block_lib.NOISY)])
+    role = jnp.concatenate([jnp.zeros(P, jnp.int32), jnp.full(K * b, CLEAN),
+                            jnp.full(b, NOISY)])
     blk = jnp.concatenate([jnp.full(P, -1), j // b, jnp.full(b, k)])
     pos = jnp.concatenate([jnp.arange(P), P + j, positions[0]])
     seg = jnp.concatenate([prefix_valid, jnp.broadcast_to((j < k * b)[None, :], (W * N, K * b)),

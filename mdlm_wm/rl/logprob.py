@@ -34,6 +34,7 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
+from mdlm_wm.data.block_rows import CLEAN, NOISY
 from mdlm_wm.diffusion import block, loss
 from mdlm_wm.diffusion import schedule as sched
 
@@ -198,7 +199,7 @@ def block_coupled_logprob(model, context_BC, valid_BC, completion_BT, completion
       jnp.concatenate([context_BC[:, :P], noisy_inputs(in1), slots], axis=1),
       jnp.concatenate([context_BC[:, :P], noisy_inputs(in2), slots], axis=1)])
   row = lambda *parts: jnp.broadcast_to(jnp.concatenate(parts), (2 * B, P + 2 * K * b))
-  role = row(jnp.zeros(P, jnp.int32), jnp.full(K * b, block.NOISY), jnp.full(K * b, block.CLEAN))
+  role = row(jnp.zeros(P, jnp.int32), jnp.full(K * b, NOISY), jnp.full(K * b, CLEAN))
   blk = row(jnp.full(P, -1), j // b, j // b)
   pos = row(jnp.arange(P), P + j, P + j)
   seg_one = jnp.concatenate([valid_BC[:, :P], counted, counted], axis=1).astype(jnp.int32)

@@ -23,6 +23,7 @@ import jax
 import jax.numpy as jnp
 
 from mdlm_wm.ar.loss import ar_loss
+from mdlm_wm.data import block_rows
 from mdlm_wm.diffusion import block as block_lib
 from mdlm_wm.diffusion import loss as mdlm
 from mdlm_wm.diffusion import schedule
@@ -66,7 +67,7 @@ def loss_fn(model, batch, rng, cfg: ObjectiveConfig, train: bool = True):
 def block_loss(model, batch, seg, k_t, k_mask, cfg: ObjectiveConfig, train: bool = True):
   """The block-diffusion ELBO of packed block rows (diffusion/block.py)."""
   tokens, labels, blk = batch["tokens"], batch["labels"], batch["block"]
-  is_label = (batch["role"] == block_lib.NOISY) & (seg > 0)
+  is_label = (batch["role"] == block_rows.NOISY) & (seg > 0)
   t_range = (cfg.t_min, cfg.t_max) if train else (1e-3, 1.0)
   t = mdlm.antithetic_times(k_t, seg, blk, *t_range)
   p_mask = 1.0 - schedule.alpha(t, cfg.schedule)

@@ -146,15 +146,15 @@ def test_targets_end_at_their_eot_without_fill(corpus, tok):
 
 def test_block_rows_pack_both_copies(corpus, tok):
   import dataclasses
-  from mdlm_wm.diffusion import block
+  from mdlm_wm.data import block_rows
   cfg = dataclasses.replace(CFG, seq_len=160 + 2 * 64, block_size=4)
   (b,) = batches(corpus, tok, 1, cfg)
-  assert set(b) == {*block.ROW_FEATURES, "segment_ids", "positions"} - {"pos"}
+  assert set(b) == {*block_rows.ROW_FEATURES, "segment_ids", "positions"} - {"pos"}
   seg, role = b["segment_ids"], b["role"]
   for r in range(seg.shape[0]):
     for s in np.unique(seg[r][seg[r] > 0]):
       ex = seg[r] == s
-      noisy, clean = ex & (role[r] == block.NOISY), ex & (role[r] == block.CLEAN)
+      noisy, clean = ex & (role[r] == block_rows.NOISY), ex & (role[r] == block_rows.CLEAN)
       # The clean copy repeats the noisy slots of every block but the last, at
       # the same positions.
       n = clean.sum()

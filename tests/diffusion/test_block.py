@@ -10,6 +10,7 @@ import pytest
 from flax import nnx
 
 from mdlm_wm.ar.loss import ar_loss
+from mdlm_wm.data import block_rows
 from mdlm_wm.diffusion import block, block_sampler
 from mdlm_wm.diffusion.block_sampler import BlockSamplerConfig
 from mdlm_wm.model import sharding
@@ -42,7 +43,7 @@ def test_mask_hand_worked_target_of_8_blocks_of_2():
   # Context of 3 tokens c0 c1 M (M: the <target> marker), target x0..x7 with
   # the shift: noisy slots [M x0 | x1 x2 | x3 x4 | x5 x6], clean copy of the
   # first three blocks (nothing attends to the last clean block).
-  row = block.block_row([10, 11, 12], list(range(20, 28)), 2, shift=True)
+  row = block_rows.block_row([10, 11, 12], list(range(20, 28)), 2, shift=True)
   np.testing.assert_array_equal(row["tokens"],
                                 [10, 11, 12, 20, 21, 22, 23, 24, 25, 26, 12, 20, 21, 22, 23, 24])
   np.testing.assert_array_equal(row["labels"][2:10], list(range(20, 28)))
@@ -81,7 +82,7 @@ def test_b1_with_shift_is_the_ar_loss(model):
   want = ar_loss(logits, tokens, tmask, seg)
   cfg = objectives.ObjectiveConfig("mdlm", mask_id=MASK, steer_drop_rate=0.0, shift=True)
   for seed in range(3):  # no randomness is left at b = 1: every draw gives the AR loss
-    got, _ = objectives.loss_fn(model, as_batch(block.block_row(ctx, tgt, 1, True)),
+    got, _ = objectives.loss_fn(model, as_batch(block_rows.block_row(ctx, tgt, 1, True)),
                                 jax.random.key(seed), cfg)
     np.testing.assert_allclose(float(got), float(want), rtol=1e-5)
 
@@ -89,9 +90,9 @@ def test_b1_with_shift_is_the_ar_loss(model):
 def test_loss_counts_target_tokens_up_to_eot_only(model):
   ctx, tgt = [5, 6, 7, 8], [9, 10, 11, EOT]
   cfg = objectives.ObjectiveConfig("mdlm", mask_id=MASK, steer_drop_rate=0.0, shift=True)
-  batch = as_batch(block.block_row(ctx, tgt, 2, True))
+  batch = as_batch(block_rows.block_row(ctx, tgt, 2, True))
   # Labels are exactly the target: 4 of them, whatever follows in the row.
-  assert int((batch["role"] == block.NOISY).sum()) == 4
+  assert int((batch["role"] == block_rows.NOISY).sum()) == 4
   loss, m = objectives.loss_fn(model, batch, jax.random.key(0), cfg)
   assert np.isfinite(float(loss)) and 0 <= float(m["masked_fraction"]) <= 1
 

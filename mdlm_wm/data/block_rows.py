@@ -1,0 +1,53 @@
+"""Block-diffusion training rows: `[context | noisy target slots | clean target slots]`.
+
+The layout the pipeline packs for the block-diffusion objective; what the
+rows mean (the logit shift, which slot is maskable, which label is always
+counted) and their attention mask are in `diffusion/block.py`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+CONTEXT, NOISY, CLEAN = 0, 1, 2
+ROW_FEATURES = ("tokens", "labels", "role", "block", "pos", "maskable", "last", "steer_mask")
+
+
+def block_row(context_ids: Sequence[int], target_ids: Sequence[int], block_size: int,
+              shift: bool, steer_span: tuple[int, int] = (0, 0)) -> dict[str, np.ndarray]:
+  """One training example as block-diffusion row features (int32 arrays).
+
+  `context_ids` end with the <target> marker; `target_ids` end with <eot>
+  (unless cut). `labels` is the token a noisy slot must predict (0 elsewhere),
+  `role` CONTEXT / NOISY / CLEAN, `block` the slot's block (-1 in the
+  context), `pos` the RoPE position, `maskable` 1 where the noisy input may
+  be replaced by [MASK], `last` 1 on a block's last label.
+  """
+  ctx = list(context_ids[:-1]) if shift else list(context_ids)
+  target = list(target_ids)
+  n, c = len(target), len(ctx)
+  slots = ([context_ids[-1]] + target[:-1]) if shift else target
+  j = np.arange(n)
+  block = j // block_size
+  n_blocks = int(block[-1]) + 1
+  clean = j < (n_blocks - 1) * block_size  # nothing attends to the last clean block
+  nc = int(clean.sum())
+  slot_pos = c + j  # with the shift, slot 0 is the marker's own position
+  zeros = lambda k: np.zeros(k, np.int32)
+  row = {
+      "tokens": np.concatenate([ctx, slots, np.asarray(slots)[:nc]]),
+      "labels": np.concatenate([zeros(c), target, zeros(nc)]),
+      "role": np.concatenate([np.full(c, CONTEXT), np.full(n, NOISY), np.full(nc, CLEAN)]),
+      "block": np.concatenate([np.full(c, -1), block, block[:nc]]),
+      "pos": np.concatenate([np.arange(c), slot_pos, slot_pos[:nc]]),
+      "maskable": np.concatenate([zeros(c), (j % block_size != 0) if shift else np.ones(n),
+                                  zeros(nc)]),
+      "last": np.concatenate([zeros(c), (j % block_size == block_size - 1) | (j == n - 1),
+                              zeros(nc)]),
+  }
+  steer = zeros(len(row["tokens"]))
+  steer[slice(*steer_span)] = 1  # the steer lies in the context, before any cut
+  row["steer_mask"] = steer
+  return {k: np.asarray(v, np.int32) for k, v in row.items()}
