@@ -30,7 +30,8 @@ from mdlm_wm.data import block_rows
 from mdlm_wm.diffusion import block_sampler
 from mdlm_wm.diffusion import sampler as mdlm_sampler
 from mdlm_wm.model import sharding
-from mdlm_wm.train import trainer
+from mdlm_wm.train import objectives, trainer
+from mdlm_wm.train import state as train_state
 from mdlm_wm.utils import errors
 
 FLAGS = flags.FLAGS
@@ -99,11 +100,11 @@ def bench_train(cfg, peak: float, objective: str) -> dict:
   cfg.objective = objective
   model_cfg = config_lib.model_config(cfg, FLAGS.vocab_size)
   mesh = sharding.make_mesh(cfg.mesh.shape)
-  graphdef, params = trainer.create_model(model_cfg, mesh, sharding.rules_dict(cfg.mesh.rules), 0)
-  tx, _ = trainer.make_optimizer(cfg)
+  graphdef, params = train_state.create_model(model_cfg, mesh, sharding.rules_dict(cfg.mesh.rules), 0)
+  tx, _ = train_state.make_optimizer(cfg)
   with jax.set_mesh(mesh):
-    state = trainer.init_train_state(params, tx)
-  obj = config_lib.objective_config(cfg, _FakeTokenizer())
+    state = train_state.init_train_state(params, tx)
+  obj = objectives.objective_config(cfg, _FakeTokenizer())
   step = jax.jit(trainer.make_train_step(graphdef, obj, tx), donate_argnums=(0,))
   batch = {k: jnp.asarray(v) for k, v in synthetic_batch(cfg, np.random.default_rng(0)).items()}
   t0 = time.perf_counter()
@@ -151,7 +152,7 @@ def bench_sampler(cfg) -> list[dict]:
     c.model.attention = attention
     c.objective = "ar" if attention == "causal" else "mdlm"
     model_cfg = config_lib.model_config(c, FLAGS.vocab_size)
-    graphdef, params = trainer.create_model(model_cfg, mesh,
+    graphdef, params = train_state.create_model(model_cfg, mesh,
                                             sharding.rules_dict(cfg.mesh.rules), 0)
     if attention == "causal":
       dcfg = ar_decode.DecodeConfig(max_len=T, temperature=1.0)

@@ -27,7 +27,7 @@ from ml_collections import config_flags
 from mdlm_wm import config as config_lib
 from mdlm_wm.data.tokenizer import Tokenizer
 from mdlm_wm.model import hf_import
-from mdlm_wm.train import trainer
+from mdlm_wm.train import state as train_state
 from mdlm_wm.utils import errors
 
 FLAGS = flags.FLAGS
@@ -57,7 +57,7 @@ def main(argv):
         f"the HF embedding) -> {FLAGS.out}")
   print("fine-tune in a new workdir with:\n  python -m launch.train --config=CONFIG "
         f"--workdir=NEW --config.objective={FLAGS.objective} --config.train.init_from={FLAGS.out} "
-        f"--config.data.tokenizer={os.path.join(FLAGS.out, trainer.TOKENIZER_FILE)} "
+        f"--config.data.tokenizer={os.path.join(FLAGS.out, train_state.TOKENIZER_FILE)} "
         + " ".join(r["train_flags"]))
 
 

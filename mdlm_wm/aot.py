@@ -38,6 +38,7 @@ from mdlm_wm.diffusion import sampler as mdlm_sampler
 from mdlm_wm.model import sharding
 from mdlm_wm.model.transformer import ModelConfig, abstract_model
 from mdlm_wm.train import objectives, trainer
+from mdlm_wm.train import state as train_state
 
 GIB = 1024 ** 3
 # Dense bf16 peak (TFLOP/s) and HBM (GiB) per chip of the TPU kinds a
@@ -74,7 +75,7 @@ def devices_for(topology: str = "", num_devices: int = 0) -> list:
 
 def abstract_train_state(params, tx, mesh):
   """The trainer's state as ShapeDtypeStructs: Adam moments sharded like their
-  params, counters and the step replicated (trainer.init_train_state)."""
+  params, counters and the step replicated (train_state.init_train_state)."""
   repl = sharding.replicated(mesh)
   opt_shapes = jax.eval_shape(tx.init, params)
   opt_sh = optax.tree_map_params(tx, lambda _, p: p.sharding, opt_shapes, params,
@@ -112,7 +113,7 @@ def compile_train_step(cfg, mesh, vocab_size: int) -> tuple[dict, ModelConfig]:
   model_cfg = config_lib.model_config(cfg, vocab_size)
   rules = sharding.rules_dict(cfg.mesh.rules)
   graphdef, params = abstract_model(model_cfg, mesh, rules)
-  tx, _ = trainer.make_optimizer(cfg)
+  tx, _ = train_state.make_optimizer(cfg)
   state = abstract_train_state(params, tx, mesh)
   state_sh = jax.tree.map(lambda x: x.sharding, state)
   B, L = cfg.data.batch_size, cfg.data.seq_len

@@ -12,11 +12,12 @@ from __future__ import annotations
 import ml_collections
 from ml_collections import config_dict
 
-from mdlm_wm.data.pipeline import PipelineConfig
 from mdlm_wm.diffusion.schedule import SCHEDULES
 from mdlm_wm.model.sharding import DEFAULT_RULES
 from mdlm_wm.model.transformer import ATTENTION_MODES, ModelConfig, remat_policy
-from mdlm_wm.train.objectives import OBJECTIVES, ObjectiveConfig
+
+# What `objective` may be: train/objectives.py has a loss for each.
+OBJECTIVES = ("mdlm", "ar")
 
 
 def optim_config(*, lr: float, warmup_steps: int, min_lr_ratio: float,
@@ -461,26 +462,6 @@ def is_block_model(cfg) -> bool:
   """True for MDLMs trained with the block-diffusion rows (a config from
   before them, without diffusion.block_size, samples with the full canvas)."""
   return cfg.objective == "mdlm" and cfg.diffusion.get("block_size") is not None
-
-
-def pipeline_config(cfg, *, batch_size: int | None = None, seed_offset: int = 0,
-                    num_epochs: int | None = None, shuffle: bool = True) -> PipelineConfig:
-  d = cfg.data
-  return PipelineConfig(batch_size=batch_size or d.batch_size, seq_len=d.seq_len,
-                        max_context_len=d.max_context_len, max_target_len=d.max_target_len,
-                        history_len=d.history_len, block_size=block_size(cfg),
-                        shift=bool(cfg.diffusion.get("shift", False)),
-                        seed=cfg.seed + seed_offset, num_epochs=num_epochs, shuffle=shuffle,
-                        read_threads=d.read_threads)
-
-
-def objective_config(cfg, tokenizer) -> ObjectiveConfig:
-  return ObjectiveConfig(objective=cfg.objective, mask_id=tokenizer.mask_id,
-                         schedule=cfg.diffusion.schedule,
-                         steer_drop_rate=cfg.diffusion.steer_drop_rate,
-                         shift=bool(cfg.diffusion.get("shift", False)),
-                         t_min=cfg.diffusion.get("t_min", 1e-3),
-                         t_max=cfg.diffusion.get("t_max", 1.0))
 
 
 def sample_overrides(sample_cfg: ml_collections.ConfigDict) -> dict:

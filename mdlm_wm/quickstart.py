@@ -23,7 +23,6 @@ from mdlm_wm.eval import baselines
 from mdlm_wm.train.trainer import train
 from mdlm_wm.world_model import WorldModel
 
-OBJECTIVES = ("mdlm", "ar")
 # Trained in this order: the MDLM may start from the AR's checkpoint.
 TRAIN_ORDER = ("ar", "mdlm")
 
@@ -44,7 +43,7 @@ def build_data(cfg, workdir: str) -> str:
 
 
 def train_models(cfg, workdir: str, data_dir: str) -> dict[str, str]:
-  dirs = {objective: os.path.join(workdir, objective) for objective in OBJECTIVES}
+  dirs = {objective: os.path.join(workdir, objective) for objective in config_lib.OBJECTIVES}
   for objective in TRAIN_ORDER:
     c = copy.deepcopy(cfg)
     c.objective = objective
@@ -222,14 +221,14 @@ def run(cfg, workdir: str) -> dict:
 
 def show_examples(workdir: str, n: int) -> None:
   rows = {}
-  for objective in OBJECTIVES:
+  for objective in config_lib.OBJECTIVES:
     with open(os.path.join(workdir, f"predictions_{objective}.jsonl")) as f:
       rows[objective] = [json.loads(line) for line in f]
   picked = np.linspace(0, len(rows["mdlm"]) - 1, n).astype(int)
   for i in picked:
     r = rows["mdlm"][i]
     print(f"\n--- {r['id']} | action: {r['action']}\nreference: {r['reference']}")
-    for objective in OBJECTIVES:
+    for objective in config_lib.OBJECTIVES:
       p = rows[objective][i]
       sc = p["scores"]
       print(f"{objective:>9}: {p['prediction']}  [pass {sc['pass']:.0f}, env {sc.get('env', 0):.2f}]")

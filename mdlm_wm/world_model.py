@@ -31,7 +31,7 @@ from mdlm_wm.data.tokenizer import Tokenizer
 from mdlm_wm.diffusion import block_sampler
 from mdlm_wm.diffusion import sampler as mdlm_sampler
 from mdlm_wm.model import sharding
-from mdlm_wm.train import trainer
+from mdlm_wm.train import state as train_state
 from mdlm_wm.train.checkpoint import Checkpointer
 
 # Context lengths are padded up to a multiple of this, so a stream of
@@ -82,7 +82,7 @@ class WorldModel:
   def load(cls, workdir: str, step: int | None = None, mesh=None) -> WorldModel:
     """Restores the params of the latest (or a given) checkpoint in `workdir`,
     sharded on `mesh` by the checkpoint's rules (default: one device)."""
-    directory = os.path.join(workdir, trainer.CHECKPOINT_DIR)
+    directory = os.path.join(workdir, train_state.CHECKPOINT_DIR)
     # Checked first: the checkpoint manager would create the directory.
     if not os.path.isdir(directory):
       raise FileNotFoundError(f"no checkpoint in {directory} (not a training workdir?)")
@@ -95,11 +95,11 @@ class WorldModel:
     tokenizer = Tokenizer.load(os.path.join(workdir, meta["tokenizer"]))
     model_cfg = config_lib.model_config(cfg, tokenizer.vocab_size)
     mesh = mesh if mesh is not None else sharding.make_mesh((1, 1, 1), jax.devices()[:1])
-    graphdef, params = trainer.create_model(model_cfg, mesh, sharding.rules_dict(cfg.mesh.rules),
+    graphdef, params = train_state.create_model(model_cfg, mesh, sharding.rules_dict(cfg.mesh.rules),
                                             cfg.seed)
-    tx, _ = trainer.make_optimizer(cfg)
+    tx, _ = train_state.make_optimizer(cfg)
     with jax.set_mesh(mesh):
-      abstract = jax.eval_shape(lambda p: trainer.init_train_state(p, tx), params)
+      abstract = jax.eval_shape(lambda p: train_state.init_train_state(p, tx), params)
     abstract = jax.tree.map(
         lambda a, s: jax.ShapeDtypeStruct(a.shape, a.dtype, sharding=s), abstract,
         _shardings_like(abstract, params, mesh))

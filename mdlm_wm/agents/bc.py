@@ -38,6 +38,7 @@ from mdlm_wm.data import schema
 from mdlm_wm.data.schema import Episode, Spec, Step
 from mdlm_wm.data.serialize import Transition
 from mdlm_wm.envs import base as envs
+from mdlm_wm.train import state as train_state
 from mdlm_wm.train import trainer
 
 POLICY_DATA_DIR = "policy_data"
@@ -108,8 +109,8 @@ def build_policy_data(corpus_dir: str, out_dir: str, policies: Sequence[str] = (
     counts = policy_corpus(source, out[split], policies, success_only=success_only)
     print(f"policy data {split}: {counts['episodes']} of {counts['episodes_in']} episodes, "
           f"{counts['steps']} steps", flush=True)
-  out["tokenizer"] = os.path.join(out_dir, trainer.TOKENIZER_FILE)
-  shutil.copyfile(os.path.join(corpus_dir, trainer.TOKENIZER_FILE), out["tokenizer"])
+  out["tokenizer"] = os.path.join(out_dir, train_state.TOKENIZER_FILE)
+  shutil.copyfile(os.path.join(corpus_dir, train_state.TOKENIZER_FILE), out["tokenizer"])
   return out
 
 

@@ -40,6 +40,7 @@ from mdlm_wm.data.tokenizer import Tokenizer
 from mdlm_wm.model import sharding
 from mdlm_wm.model.sampling import after_first_eot
 from mdlm_wm.rl import grpo, logprob
+from mdlm_wm.train import state as train_state
 from mdlm_wm.train import trainer
 from mdlm_wm.train.checkpoint import Checkpointer
 from mdlm_wm.train.metrics import MetricsWriter, StepProgress
@@ -136,9 +137,9 @@ class Learner:
 def make_learner(params, cfg, mesh, logprob_fn_: Callable) -> Learner:
   """A learner starting at `params`, which are also the frozen KL reference;
   the optimizer is `cfg.optim` over `cfg.train.steps`, the loss `cfg.grpo`'s."""
-  tx, lr_schedule = trainer.make_optimizer(cfg)
+  tx, lr_schedule = train_state.make_optimizer(cfg)
   with jax.set_mesh(mesh):
-    state = trainer.init_train_state(params, tx)
+    state = train_state.init_train_state(params, tx)
     ref_params = jax.tree.map(jnp.copy, params)
   state_sh = jax.tree.map(lambda x: x.sharding, state)
   return Learner(
@@ -157,7 +158,7 @@ def checkpoint_meta(model_cfg, vocab_size: int, cfg, init: str) -> dict:
   with model_cfg.unlocked():
     model_cfg.optim = cfg.optim
     model_cfg.train.steps = cfg.train.steps
-  return {"config": model_cfg.to_dict(), "tokenizer": trainer.TOKENIZER_FILE,
+  return {"config": model_cfg.to_dict(), "tokenizer": train_state.TOKENIZER_FILE,
           "model": dataclasses.asdict(config_lib.model_config(model_cfg, vocab_size)),
           "seed": cfg.seed, "grpo": cfg.to_dict(), "init": os.path.abspath(init)}
 
@@ -195,15 +196,15 @@ def run_loop(cfg, workdir: str, learner: Learner, *, tokenizer: Tokenizer, meta:
   resumed run draws what the uninterrupted one would.
   `max_steps` stops after that many steps of this call.
   """
-  ckpt = Checkpointer(os.path.join(workdir, trainer.CHECKPOINT_DIR), cfg.train.checkpoint_every,
+  ckpt = Checkpointer(os.path.join(workdir, train_state.CHECKPOINT_DIR), cfg.train.checkpoint_every,
                       cfg.train.keep_checkpoints)
   start = ckpt.latest_step()
   if start is not None:
-    learner.state, _ = ckpt.restore(start, trainer.abstract_like(learner.state))
+    learner.state, _ = ckpt.restore(start, train_state.abstract_like(learner.state))
     print(f"resumed from step {start}", flush=True)
   else:
     os.makedirs(workdir, exist_ok=True)
-    tokenizer.save(os.path.join(workdir, trainer.TOKENIZER_FILE))
+    tokenizer.save(os.path.join(workdir, train_state.TOKENIZER_FILE))
   start = start or 0
   writer = MetricsWriter(workdir, resume_step=start or None, tensorboard=cfg.train.tensorboard)
 

@@ -15,7 +15,6 @@ import os
 import re
 from typing import Any
 
-import grain
 import orbax.checkpoint as ocp
 
 from mdlm_wm.model.transformer import ModelConfig
@@ -48,14 +47,14 @@ class Checkpointer:
     """`data_iter` None: a run whose data order is a pure function of the step (GRPO)."""
     items = {"state": ocp.args.StandardSave(state), "meta": ocp.args.JsonSave(meta)}
     if data_iter is not None:
-      items["data"] = grain.checkpoint.CheckpointSave(data_iter)
+      items["data"] = _grain_checkpoint().CheckpointSave(data_iter)
     return self._mngr.save(step, args=ocp.args.Composite(**items), force=force)
 
   def restore(self, step: int, abstract_state: Any, data_iter=None) -> tuple[Any, dict]:
     """Restores `state` (sharded like `abstract_state`) and, if given, the iterator."""
     items = {"state": ocp.args.StandardRestore(abstract_state), "meta": ocp.args.JsonRestore()}
     if data_iter is not None:
-      items["data"] = grain.checkpoint.CheckpointRestore(data_iter)
+      items["data"] = _grain_checkpoint().CheckpointRestore(data_iter)
     out = self._mngr.restore(step, args=ocp.args.Composite(**items))
     return out["state"], out["meta"]
 
@@ -95,6 +94,13 @@ class Checkpointer:
   def close(self) -> None:
     self._mngr.wait_until_finished()
     self._mngr.close()
+
+
+def _grain_checkpoint():
+  # Imported when a data iterator is saved or restored: loading a model for
+  # inference (WorldModel.load) must not pull in grain.
+  import grain  # pylint: disable=import-outside-toplevel
+  return grain.checkpoint
 
 
 def init_params_from(directory: str, model_cfg: ModelConfig, abstract_params: Any,

@@ -28,9 +28,6 @@ from mdlm_wm.diffusion import block as block_lib
 from mdlm_wm.diffusion import loss as mdlm
 from mdlm_wm.diffusion import schedule
 
-OBJECTIVES = ("mdlm", "ar")
-
-
 @dataclasses.dataclass(frozen=True)
 class ObjectiveConfig:
   objective: str
@@ -43,6 +40,16 @@ class ObjectiveConfig:
   # t = 0); evaluation always uses the full range, so valid_loss is the ELBO.
   t_min: float = 1e-3
   t_max: float = 1.0
+
+
+def objective_config(cfg, tokenizer) -> ObjectiveConfig:
+  """The objective of an experiment config (mdlm_wm/config.py) and its tokenizer."""
+  return ObjectiveConfig(objective=cfg.objective, mask_id=tokenizer.mask_id,
+                         schedule=cfg.diffusion.schedule,
+                         steer_drop_rate=cfg.diffusion.steer_drop_rate,
+                         shift=bool(cfg.diffusion.get("shift", False)),
+                         t_min=cfg.diffusion.get("t_min", 1e-3),
+                         t_max=cfg.diffusion.get("t_max", 1.0))
 
 
 def _per_example(u_BL, segment_ids_BL):

@@ -22,7 +22,6 @@ import dataclasses
 import math
 import os
 import signal
-from collections.abc import Callable
 
 import jax
 import jax.numpy as jnp
@@ -31,20 +30,18 @@ import optax
 from absl import logging
 from flax import nnx
 from jax.experimental import multihost_utils
-from jax.sharding import NamedSharding, PartitionSpec as P
 
 from mdlm_wm import config as config_lib
 from mdlm_wm.data import pipeline
 from mdlm_wm.data.serialize import Truncation
 from mdlm_wm.data.tokenizer import Tokenizer
 from mdlm_wm.model import sharding
-from mdlm_wm.model.transformer import ModelConfig, Transformer
+from mdlm_wm.model.transformer import ModelConfig
 from mdlm_wm.train import objectives
 from mdlm_wm.train.checkpoint import Checkpointer, init_params_from
 from mdlm_wm.train.metrics import MetricsWriter, StepProgress, Throughput
-
-TOKENIZER_FILE = "tokenizer.model"
-CHECKPOINT_DIR = "checkpoints"
+from mdlm_wm.train.state import (CHECKPOINT_DIR, TOKENIZER_FILE, abstract_like, create_model,
+                                 init_train_state, make_optimizer)
 
 
 @dataclasses.dataclass
@@ -71,47 +68,16 @@ def nothing_to_train(step: int) -> str:
           "(raise --config.train.steps to go on)")
 
 
-def make_optimizer(cfg) -> tuple[optax.GradientTransformation, Callable]:
-  """AdamW with linear warmup then cosine decay to min_lr_ratio * lr."""
-  o, steps = cfg.optim, cfg.train.steps
-  lr = optax.warmup_cosine_decay_schedule(
-      init_value=0.0, peak_value=o.lr, warmup_steps=o.warmup_steps,
-      decay_steps=steps, end_value=o.lr * o.min_lr_ratio)
-  parts = [optax.clip_by_global_norm(o.clip_norm)] if o.clip_norm > 0 else []
-  parts.append(optax.adamw(lr, b1=o.b1, b2=o.b2, weight_decay=o.weight_decay))
-  return optax.chain(*parts), lr
-
-
-def create_model(model_cfg: ModelConfig, mesh, rules, seed: int):
-  """Builds the model with its params sharded on `mesh`; returns (graphdef, params)."""
-  with jax.set_mesh(mesh):
-    model = Transformer(model_cfg, rngs=nnx.Rngs(seed), rules=rules)
-  graphdef, state = nnx.split(model)
-  # Plain nested dicts of arrays: what optax and orbax handle best.
-  return graphdef, nnx.to_pure_dict(state)
-
-
-def init_train_state(params, tx):
-  """Params, optimizer state (each moment sharded like its param) and step."""
-  opt_state = jax.jit(tx.init, out_shardings=_opt_state_shardings(params, tx))(params)
-  return {"params": params, "opt_state": opt_state, "step": jnp.zeros((), jnp.int32)}
-
-
-def _opt_state_shardings(params, tx):
-  """Adam's mu and nu like their params, counters replicated; None (jit's
-  choice) for params that are tracers (an eval_shape of the state) or not on a mesh.
-
-  Left to GSPMD, `tx.init`'s zeros depend on no input and come out replicated:
-  under FSDP every device would hold the full optimizer state.
-  """
-  leaves = jax.tree.leaves(params)
-  if any(isinstance(x, jax.core.Tracer) or not isinstance(x.sharding, NamedSharding)
-         for x in leaves):
-    return None
-  replicated = NamedSharding(leaves[0].sharding.mesh, P())
-  return optax.tree_map_params(tx, lambda _, s: s, jax.eval_shape(tx.init, params),
-                               jax.tree.map(lambda x: x.sharding, params),
-                               transform_non_params=lambda _: replicated)
+def pipeline_config(cfg, *, batch_size: int | None = None, seed_offset: int = 0,
+                    num_epochs: int | None = None, shuffle: bool = True) -> pipeline.PipelineConfig:
+  """The data pipeline of an experiment config (mdlm_wm/config.py)."""
+  d = cfg.data
+  return pipeline.PipelineConfig(
+      batch_size=batch_size or d.batch_size, seq_len=d.seq_len,
+      max_context_len=d.max_context_len, max_target_len=d.max_target_len,
+      history_len=d.history_len, block_size=config_lib.block_size(cfg),
+      shift=bool(cfg.diffusion.get("shift", False)), seed=cfg.seed + seed_offset,
+      num_epochs=num_epochs, shuffle=shuffle, read_threads=d.read_threads)
 
 
 def make_train_step(graphdef, obj_cfg: objectives.ObjectiveConfig, tx):
@@ -197,11 +163,6 @@ class Preemption:
   def __exit__(self, *exc):
     if self._previous is not None:
       signal.signal(signal.SIGTERM, self._previous)
-
-
-def abstract_like(tree):
-  """Shape, dtype and sharding of every array: the target of a sharded restore."""
-  return jax.tree.map(lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=x.sharding), tree)
 
 
 def _global_batch(local: dict[str, np.ndarray], batch_sharding) -> dict[str, jax.Array]:
@@ -298,14 +259,14 @@ def train(cfg, workdir: str, *, max_steps: int | None = None, data_shards: int =
   shard_batch = cfg.data.batch_size // shards
   train_ds, rows = pipeline.make_sharded_dataset(
       config_lib.split_paths(cfg.data.train), tokenizer,
-      config_lib.pipeline_config(cfg, batch_size=shard_batch), shard_ids=shard_ids,
+      pipeline_config(cfg, batch_size=shard_batch), shard_ids=shard_ids,
       shard_count=shards)
   train_iter = iter(train_ds)
   valid_batches = []
   if cfg.data.valid and cfg.train.eval_batches:
     valid_ds, _ = pipeline.make_sharded_dataset(
         config_lib.split_paths(cfg.data.valid), tokenizer,
-        config_lib.pipeline_config(cfg, batch_size=shard_batch, shuffle=False),
+        pipeline_config(cfg, batch_size=shard_batch, shuffle=False),
         shard_ids=shard_ids, shard_count=shards)
     valid_it = iter(valid_ds)
     valid_batches = [next(valid_it) for _ in range(cfg.train.eval_batches)]
@@ -325,7 +286,7 @@ def train(cfg, workdir: str, *, max_steps: int | None = None, data_shards: int =
         f"{cfg.objective} ({model_cfg.attention} attention) | mesh {dict(mesh.shape)}", flush=True)
 
   # --- steps
-  obj_cfg = config_lib.objective_config(cfg, tokenizer)
+  obj_cfg = objectives.objective_config(cfg, tokenizer)
   train_step = jax.jit(make_train_step(graphdef, obj_cfg, tx),
                        in_shardings=(state_sh, batch_sh, repl), out_shardings=(state_sh, repl),
                        donate_argnums=(0,))

@@ -231,7 +231,7 @@ def test_one_update_raises_the_log_prob_of_positive_advantage_samples(tiny_model
                                                                       objective):
   import jax
   import optax
-  from mdlm_wm.train import trainer
+  from mdlm_wm.train import state as train_state
   wm = WorldModel.load(tiny_models[objective])
   cfg = grpo_config(tiny_models[objective], tiny_corpus, **{"grpo.beta": 0.0})
   examples = wm_grpo._load_examples(f"{tiny_corpus}/test.jsonl", 1, 2)
@@ -250,7 +250,7 @@ def test_one_update_raises_the_log_prob_of_positive_advantage_samples(tiny_model
   before = lp(wm.params, batch, key)
   batch["logp_old"] = batch["logp_ref"] = before
   tx = optax.sgd(0.05)
-  state = trainer.init_train_state(wm.params, tx)
+  state = train_state.init_train_state(wm.params, tx)
   state, metrics = jax.jit(loop.update_fn(lp, tx, cfg.grpo))(state, batch, key)
   assert bool(metrics["finite"]) and float(metrics["clip_fraction"]) == 0.0
   delta = np.sum((np.asarray(lp(state["params"], batch, key)) - np.asarray(before))

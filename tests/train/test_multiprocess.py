@@ -87,7 +87,7 @@ def shard_datasets(corpus, shard_ids, shard_count=2):
   cfg = tiny_config(corpus)
   ds, rows = pipeline.make_sharded_dataset(
       config_lib.split_paths(cfg.data.train), Tokenizer.load(cfg.data.tokenizer),
-      config_lib.pipeline_config(cfg, batch_size=cfg.data.batch_size // shard_count),
+      trainer.pipeline_config(cfg, batch_size=cfg.data.batch_size // shard_count),
       shard_ids=shard_ids, shard_count=shard_count)
   assert len(rows) == len(shard_ids)
   return iter(ds)
