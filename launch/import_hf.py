@@ -27,6 +27,7 @@ from ml_collections import config_flags
 from mdlm_wm import config as config_lib
 from mdlm_wm.data.tokenizer import Tokenizer
 from mdlm_wm.model import hf_import
+from mdlm_wm.train import hf_workdir
 from mdlm_wm.train import state as train_state
 from mdlm_wm.utils import errors
 
@@ -49,7 +50,7 @@ def main(argv):
   cfg = _CONFIG.value if _CONFIG.value is not None else config_lib.base_config()
   cfg.objective = FLAGS.objective
   with errors.reported():
-    r = hf_import.import_to_workdir(FLAGS.hf_dir, FLAGS.out, cfg,
+    r = hf_workdir.import_to_workdir(FLAGS.hf_dir, FLAGS.out, cfg,
                                     Tokenizer.load(FLAGS.tokenizer), FLAGS.embeddings)
   model_cfg = r["model"]
   print(f"imported {r['model_type']} from {r['hf_dir']}: {model_cfg.num_params():,} params, "

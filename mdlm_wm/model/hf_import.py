@@ -32,6 +32,9 @@ a pipeline that brings its own tokenizer); `adapt_vocab` explicitly replaces
 the embedding (and the untied output layer) for a project tokenizer: `reinit`
 draws them fresh, `match` copies the rows of pieces whose text equals an HF
 token's text and gives every other row the mean HF row.
+
+Writing the result as a workdir is the training layer's job
+(`train/hf_workdir.py`, behind `launch.import_hf`).
 """
 
 from __future__ import annotations
@@ -46,12 +49,8 @@ import jax
 import numpy as np
 from safetensors import safe_open
 
-from mdlm_wm import config as config_lib
-from mdlm_wm.data.tokenizer import Tokenizer
 from mdlm_wm.model import sharding
 from mdlm_wm.model.transformer import ModelConfig, abstract_model
-from mdlm_wm.train import trainer
-from mdlm_wm.train.checkpoint import Checkpointer
 
 SUPPORTED = ("llama", "qwen2", "qwen3")
 EMBEDDING_MODES = ("reinit", "match")
@@ -276,45 +275,3 @@ def adapt_vocab(model_cfg: ModelConfig, params: dict, tokenizer, mode: str, *,
     kernel = params["unembed"]["kernel"]
     params["unembed"] = {"kernel": jax.device_put(rows(kernel.T).T, kernel.sharding)}
   return dataclasses.replace(model_cfg, vocab_size=V), params, len(source)
-
-
-# config.model keys set from the checkpoint (ModelConfig field names).
-MODEL_KEYS = ("d_model", "n_layers", "n_heads", "n_kv_heads", "d_ff", "d_head", "rope_base",
-              "norm_eps", "qkv_bias", "qk_norm", "tie_embeddings")
-
-
-def import_to_workdir(hf_dir: str, out: str, cfg, tokenizer: Tokenizer, embeddings: str) -> dict:
-  """Writes the workdir; returns a summary (model config, rows copied, override flags)."""
-  cfg = cfg.copy_and_resolve_references()
-  hf = read_config(hf_dir)
-  probe = model_config_from_hf(hf)
-  with cfg.unlocked():
-    for key in MODEL_KEYS:
-      cfg.model[key] = getattr(probe, key)
-    cfg.data.tokenizer = os.path.join(os.path.abspath(out), trainer.TOKENIZER_FILE)
-    cfg.corpus.tokenizer_vocab = tokenizer.vocab_size
-  config_lib.validate(cfg)
-  devices = jax.devices()[:cfg.mesh.num_devices] if cfg.mesh.num_devices else None
-  mesh = sharding.make_mesh(cfg.mesh.shape, devices)
-  m = cfg.model
-  model_cfg, _, params = import_hf(
-      hf_dir, mesh=mesh, rules=cfg.mesh.rules, attention=config_lib.attention_mode(cfg),
-      dtype=m.dtype, remat=m.remat)
-  model_cfg, params, copied = adapt_vocab(model_cfg, params, tokenizer, embeddings,
-                                          hf_dir=hf_dir, seed=cfg.seed)
-  # The recorded config must rebuild exactly this model (WorldModel.load, init_from).
-  assert config_lib.model_config(cfg, tokenizer.vocab_size) == model_cfg
-  tx, _ = trainer.make_optimizer(cfg)
-  with jax.set_mesh(mesh):
-    state = trainer.init_train_state(params, tx)
-  os.makedirs(out, exist_ok=True)
-  tokenizer.save(cfg.data.tokenizer)
-  summary = {"hf_dir": os.path.abspath(hf_dir), "model_type": hf["model_type"],
-             "embeddings": embeddings, "rows_copied": copied}
-  meta = {"config": cfg.to_dict(), "model": dataclasses.asdict(model_cfg),
-          "tokenizer": trainer.TOKENIZER_FILE, "seed": cfg.seed, "hf_import": summary}
-  ckpt = Checkpointer(os.path.join(out, trainer.CHECKPOINT_DIR), save_every=1, keep=1)
-  ckpt.save(0, state, None, meta, force=True)
-  ckpt.close()
-  flags_ = [f"--config.model.{k}={cfg.model[k]}" for k in MODEL_KEYS]
-  return {**summary, "model": model_cfg, "train_flags": flags_}

@@ -149,20 +149,20 @@ def test_workdir_loads_and_starts_a_fine_tune(tmp_path, tiny_corpus):
   train.init_from starts from its params (not from a fresh init)."""
   from tests.conftest import tiny_config
   from mdlm_wm.data.tokenizer import Tokenizer
-  from mdlm_wm.train import checkpoint
+  from mdlm_wm.train import checkpoint, hf_workdir
   from mdlm_wm.train.trainer import train
   from mdlm_wm.world_model import WorldModel
   hf_dir, out = tmp_path / "hf", str(tmp_path / "import")
   _write(hf_dir, transformers.LlamaConfig, transformers.LlamaForCausalLM)
   tokenizer = Tokenizer.load(f"{tiny_corpus}/tokenizer.model")
-  r = hf_import.import_to_workdir(str(hf_dir), out, tiny_config(tiny_corpus), tokenizer, "reinit")
+  r = hf_workdir.import_to_workdir(str(hf_dir), out, tiny_config(tiny_corpus), tokenizer, "reinit")
   assert r["model"].vocab_size == tokenizer.vocab_size and r["model"].attention == "bidirectional"
   _, _, hf_params = hf_import.import_hf(str(hf_dir))
   q_hf = np.asarray(hf_params["blocks"][1]["attn"]["q"]["kernel"])
   wm = WorldModel.load(out)
   np.testing.assert_array_equal(np.asarray(wm.params["blocks"][1]["attn"]["q"]["kernel"]), q_hf)
 
-  overrides = {f"model.{k}": getattr(r["model"], k) for k in hf_import.MODEL_KEYS}
+  overrides = {f"model.{k}": getattr(r["model"], k) for k in hf_workdir.MODEL_KEYS}
   cfg = tiny_config(tiny_corpus, **overrides, **{
       "train.init_from": out, "data.tokenizer": f"{out}/tokenizer.model", "train.steps": 1,
       "optim.warmup_steps": 0, "optim.lr": 1e-7, "train.eval_batches": 0})
