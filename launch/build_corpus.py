@@ -34,7 +34,7 @@ import os
 from absl import app, flags
 
 from mdlm_wm.data import corpus, merge, real_corpus
-from mdlm_wm.envs import adapters, base
+from mdlm_wm.envs import adapters, registry
 from mdlm_wm.utils import errors
 
 FLAGS = flags.FLAGS
@@ -65,7 +65,7 @@ def _is_real(name: str) -> bool:
 
 
 def config_from_flags(envs) -> corpus.CorpusConfig:
-  envs = base.env_names() if list(envs) == ["all"] else list(envs)
+  envs = registry.env_names() if list(envs) == ["all"] else list(envs)
   # Held-out environments are part of the run even when --envs lists others.
   envs = list(dict.fromkeys(envs + list(FLAGS.holdout_envs)))
   return corpus.CorpusConfig(

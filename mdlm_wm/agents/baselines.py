@@ -16,7 +16,7 @@ from collections.abc import Sequence
 
 from mdlm_wm.agents.base import Agent, History, Turn
 from mdlm_wm.data.schema import Spec
-from mdlm_wm.envs import base as envs
+from mdlm_wm import envs
 
 
 def _key(spec: Spec) -> tuple[str, str, str]:

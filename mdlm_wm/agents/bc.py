@@ -37,7 +37,7 @@ from mdlm_wm.agents.base import History
 from mdlm_wm.data import schema
 from mdlm_wm.data.schema import Episode, Spec, Step
 from mdlm_wm.data.serialize import Transition
-from mdlm_wm.envs import base as envs
+from mdlm_wm import envs
 from mdlm_wm.train import state as train_state
 from mdlm_wm.train import trainer
 

@@ -23,7 +23,7 @@ from mdlm_wm.agents.base import Agent, Turn, pad_to_bucket
 from mdlm_wm.agents.success import SuccessFn
 from mdlm_wm.data.schema import Spec
 from mdlm_wm.data.serialize import Transition
-from mdlm_wm.envs import base as envs
+from mdlm_wm import envs
 from mdlm_wm.world_model import WorldModel
 
 

@@ -20,7 +20,7 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from mdlm_wm.data import schema, stats as stats_lib
 from mdlm_wm.data.serialize import render_rules, render_tools
 from mdlm_wm.data.tokenizer import Tokenizer, train_tokenizer
-from mdlm_wm.envs import base
+from mdlm_wm.envs import base, registry
 from mdlm_wm.utils.progress import Progress
 
 SEED_STRIDE = 1_000_000
@@ -46,13 +46,13 @@ class CorpusConfig:
   def from_config(cls, cd) -> CorpusConfig:
     """From an ml_collections `corpus` block (comma-separated env lists)."""
     names = lambda s: [x.strip() for x in s.split(",") if x.strip()]
-    envs = base.env_names() if cd.envs == "all" else names(cd.envs)
+    envs = registry.env_names() if cd.envs == "all" else names(cd.envs)
     holdout = names(cd.holdout_envs)
     return cls(envs=list(dict.fromkeys(envs + holdout)), episodes_per_env=cd.episodes_per_env,
                seed=cd.seed, holdout_envs=holdout, tokenizer_vocab=cd.tokenizer_vocab)
 
   def validate(self) -> None:
-    known = base.env_names()
+    known = registry.env_names()
     for name in list(self.envs) + list(self.holdout_envs):
       if name not in known:
         raise ValueError(f"unknown environment {name!r}; known: {', '.join(known)}")
@@ -112,7 +112,7 @@ def _policy(cfg: CorpusConfig, env: str, index: int) -> str:
 def generate(cfg: CorpusConfig, env_name: str, start: int, stop: int,
              progress: Progress | None = None) -> Iterator[schema.Episode]:
   """Episodes [start, stop) of one environment (deterministic)."""
-  env = base.make(env_name)
+  env = registry.make(env_name)
   for i in range(start, stop):
     seed = cfg.seed * SEED_STRIDE + i
     policy = _policy(cfg, env_name, i)

@@ -1,10 +1,12 @@
-"""The environment protocol, the registry and the policies that drive episodes.
+"""The environment protocol and the policies that drive episodes.
 
 Every environment, built-in or a real one behind an adapter, is an `Env`:
 `reset(seed)` builds a hidden world and returns the spec and first
 observation; `step(action)` advances it. Environments are deterministic given
 the seed and the actions: all randomness comes from `random.Random` objects
 seeded from the seed, never from global state or set/dict-of-hash ordering.
+Environments are found by name in `envs/registry.py`, above every
+environment module.
 """
 
 from __future__ import annotations
@@ -12,7 +14,6 @@ from __future__ import annotations
 import abc
 import dataclasses
 import random
-from collections.abc import Callable
 from typing import Any, ClassVar
 
 from mdlm_wm.checks.generic import generic_result
@@ -108,62 +109,6 @@ class Env(abc.ABC):
     Environments that support twins draw hidden content lazily, at the
     moment it is revealed, from a stream keyed by (seed, stream, what)."""
     raise NotImplementedError(f"{self.name} has no twin world")
-
-
-_REGISTRY: dict[str, type[Env]] = {}
-
-
-def register(cls: type[Env]) -> type[Env]:
-  if cls.name in _REGISTRY and _REGISTRY[cls.name] is not cls:
-    raise ValueError(f"environment {cls.name!r} registered twice")
-  _REGISTRY[cls.name] = cls
-  return cls
-
-
-def env_names() -> list[str]:
-  _import_builtins()
-  return sorted(_REGISTRY)
-
-
-def make(name: str) -> Env:
-  """A built-in environment, or a real one by its `family/task` name."""
-  if "/" in name:
-    from mdlm_wm.envs import adapters
-    return adapters.make(name)
-  _import_builtins()
-  if name not in _REGISTRY:
-    raise KeyError(f"unknown environment {name!r}; known: {', '.join(sorted(_REGISTRY))}")
-  return _REGISTRY[name]()
-
-
-def state_check_fn(name: str) -> Callable[[Spec, Step, str], float]:
-  """The registered state-check callback of environment `name` (built-in or
-  `family/task`: real environments are checked on their status-line facts)."""
-  if "/" in name:
-    from mdlm_wm.envs import adapters
-    return adapters.env_class(name.split("/", 1)[0]).state_check
-  _import_builtins()
-  if name not in _REGISTRY:
-    raise KeyError(f"unknown environment {name!r}")
-  return _REGISTRY[name].state_check
-
-
-def check_fn(name: str) -> Callable[[Spec, Step, str], CheckResult]:
-  """The structured checker (`Env.check`) of environment `name` (built-in or
-  `family/task`), as `state_check_fn` finds the score callback."""
-  if "/" in name:
-    from mdlm_wm.envs import adapters
-    return adapters.env_class(name.split("/", 1)[0]).check
-  _import_builtins()
-  if name not in _REGISTRY:
-    raise KeyError(f"unknown environment {name!r}")
-  return _REGISTRY[name].check
-
-
-def _import_builtins() -> None:
-  # Imported lazily so that `base` has no import cycle with the modules that
-  # register themselves here.
-  from mdlm_wm.envs import builtin  # noqa: F401
 
 
 def choose_action(env: Env, policy: str, rng: random.Random, noise: float) -> str:

@@ -65,7 +65,7 @@ from mdlm_wm.checks import generic
 from mdlm_wm.checks.result import CheckResult, parse_status_line
 from mdlm_wm.data.schema import Checks, Spec, Step
 from mdlm_wm.envs import toolcall
-from mdlm_wm.envs.base import Env, StepResult, register
+from mdlm_wm.envs.base import Env, StepResult
 
 _FIRST = ("Ana", "Ben", "Chen", "Dara", "Eli", "Femi", "Gus", "Hiro", "Ivo", "Jade",
           "Kofi", "Lena", "Milo", "Nia", "Omar", "Pia", "Raj", "Sara", "Tomas", "Uma")
@@ -288,7 +288,6 @@ def _inbox_shape(rng: random.Random, cancel: bool) -> tuple[list[bool], int, int
   return flags, late, early
 
 
-@register
 class CalendarAppsEnv(Env):
   name = "calendar"
   max_steps = 20

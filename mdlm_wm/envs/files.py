@@ -85,7 +85,7 @@ from collections.abc import Callable
 from mdlm_wm.checks import generic
 from mdlm_wm.checks.result import CheckResult, parse_status_line
 from mdlm_wm.data.schema import Checks, Spec, Step
-from mdlm_wm.envs.base import Env, StepResult, register
+from mdlm_wm.envs.base import Env, StepResult
 
 HOME = "/home/user"
 TRASH = HOME + "/.trash"
@@ -557,7 +557,6 @@ def _usage(cmd: str, message: str) -> _Out:
   return _err(2 if cmd in ("ls", "grep") else 1, message, hint)
 
 
-@register
 class FilesEnv(Env):
   """A home directory behind a shell; tasks reshape the tree."""
 

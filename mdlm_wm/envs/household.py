@@ -66,7 +66,7 @@ from collections.abc import Mapping
 from mdlm_wm.checks import generic
 from mdlm_wm.checks.result import CheckResult, parse_status_line
 from mdlm_wm.data.schema import Checks, Spec, Step
-from mdlm_wm.envs.base import Env, StepResult, register
+from mdlm_wm.envs.base import Env, StepResult
 
 STICKY = "Doors stick: every container needs two tries to open."
 BROKEN = "The microwave is broken: heating with it has no effect."
@@ -533,7 +533,6 @@ def _parse(action: str) -> tuple[str, tuple[str, ...]]:
 # The environment.
 
 
-@register
 class HouseholdEnv(Env):
   """ALFWorld-like household: find, treat and place objects across rooms."""
 

@@ -63,7 +63,7 @@ import re
 from mdlm_wm.checks import generic
 from mdlm_wm.checks.result import CheckResult, parse_status_line
 from mdlm_wm.data.schema import Checks, Spec, Step
-from mdlm_wm.envs.base import Env, StepResult, register
+from mdlm_wm.envs.base import Env, StepResult
 
 ROOMS = ("lab", "kitchen", "workshop")
 CONTAINERS = ("beaker", "bowl", "cup", "flask", "jar", "mug", "pot")
@@ -184,7 +184,6 @@ def _toward(value: int, target: int, rate: int) -> int:
   return min(target, value + rate)
 
 
-@register
 class LabEnv(Env):
   name = "lab"
   max_steps = 40

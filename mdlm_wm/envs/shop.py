@@ -58,7 +58,7 @@ from typing import Any
 from mdlm_wm.checks import generic
 from mdlm_wm.checks.result import CheckResult
 from mdlm_wm.data.schema import Checks, Spec, Step
-from mdlm_wm.envs.base import Env, StepResult, register
+from mdlm_wm.envs.base import Env, StepResult
 from mdlm_wm.envs.toolcall import (ToolCallError, ToolCallRejected, find_tool, format_tool_call,
                                    parse_tool_call, resolve, tool, validate_args)
 
@@ -296,7 +296,6 @@ def _draw_product(rng: random.Random, kind: str, base: str) -> tuple[str, int, i
   return name, price, rng.choice(STOCKS)
 
 
-@register
 class ShopEnv(Env):
   name = "shop"
   max_steps = 20

@@ -14,7 +14,7 @@ from __future__ import annotations
 import copy
 
 from mdlm_wm.data.schema import Episode
-from mdlm_wm.envs.base import make
+from mdlm_wm.envs.registry import make
 
 
 def twin_next_states(episode: Episode, twin: int = 1) -> list[str]:

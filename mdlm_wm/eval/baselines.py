@@ -21,7 +21,7 @@ import dataclasses
 from collections.abc import Sequence
 
 from mdlm_wm.data.schema import Episode
-from mdlm_wm.envs import base, twin
+from mdlm_wm.envs import registry, twin
 from mdlm_wm.eval import evaluate as ev
 
 BASELINES = ("copy", "twin")
@@ -40,7 +40,7 @@ def twin_predictions(transitions: Sequence[tuple[Episode, int]]
                      ) -> tuple[list[str | None], dict[str, int]]:
   """The twin world's next state for every (episode, step index), None where
   there is none, and the number of transitions skipped per reason."""
-  builtin = set(base.env_names())
+  builtin = set(registry.env_names())
   per_episode: dict[int, list[str] | str] = {}
   out: list[str | None] = []
   skipped: collections.Counter = collections.Counter()

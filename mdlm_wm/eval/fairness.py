@@ -9,9 +9,9 @@ import collections
 
 import numpy as np
 
-from mdlm_wm.checks.score import score_prediction
 from mdlm_wm.data import schema
 from mdlm_wm.envs import twin
+from mdlm_wm.envs.score import score_prediction
 
 PREDICTORS = ("reference", "twin", "copy")
 

@@ -26,7 +26,7 @@ from collections.abc import Iterable, Mapping, Sequence
 import numpy as np
 
 from mdlm_wm.checks.generic import field_statements, states_field
-from mdlm_wm.checks.score import score_prediction
+from mdlm_wm.envs.score import score_prediction
 from mdlm_wm.data.schema import Spec, Step
 
 TAIL_FRACTION = 0.25

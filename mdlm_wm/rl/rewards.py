@@ -21,7 +21,7 @@ import numpy as np
 from absl import logging
 
 from mdlm_wm.checks.result import CheckResult, parse_status_line
-from mdlm_wm.checks.score import check_prediction
+from mdlm_wm.envs.score import check_prediction
 from mdlm_wm.data.schema import Spec, Step
 from mdlm_wm.eval import metrics
 
@@ -71,7 +71,7 @@ _MEMO = _CheckMemo(CHECK_MEMO_SIZE)
 def state_check(env: str) -> Reward:
   """The state-check score in [0, 1]: the fraction of determined facts and
   constraints on revealed content that hold, over the generic checks and the
-  environment's own check together (`checks.score.check_prediction`; its
+  environment's own check together (`envs.score.check_prediction`; its
   `passed` is evaluation's `pass`). Revealed facts (hidden draws no model can
   know) do not count. 1.0 exactly when the prediction passes."""
 

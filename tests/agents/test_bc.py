@@ -10,7 +10,7 @@ from mdlm_wm.agents import bc, load_agent
 from mdlm_wm.data import schema
 from mdlm_wm.data.serialize import Serializer, transition_at
 from mdlm_wm.data.tokenizer import Tokenizer
-from mdlm_wm.envs import base as envs
+from mdlm_wm import envs
 from tests.agents.conftest import BC_STEPS
 
 

@@ -8,7 +8,7 @@ from mdlm_wm.agents.base import pad_to_bucket
 from mdlm_wm.agents.episodes import EnvPool
 from mdlm_wm.agents.evaluate import evaluate
 from mdlm_wm.data.schema import Spec
-from mdlm_wm.envs import base as envs
+from mdlm_wm import envs
 
 SPEC = Spec("room 0", "Find the key.")
 

@@ -4,7 +4,7 @@ import pytest
 
 from mdlm_wm.agents import success
 from mdlm_wm.data.schema import Spec
-from mdlm_wm.envs import base as envs
+from mdlm_wm import envs
 
 SPEC = Spec("", "Heat an apple and put it on the sofa.")
 

@@ -9,9 +9,9 @@ import pytest
 from launch.check_data import check_files
 from mdlm_wm.checks.generic import check_score
 from mdlm_wm.data import corpus, schema
-from mdlm_wm.envs import base
+from mdlm_wm.envs import registry
 
-CFG = corpus.CorpusConfig(envs=base.env_names(), episodes_per_env=10, seed=5,
+CFG = corpus.CorpusConfig(envs=registry.env_names(), episodes_per_env=10, seed=5,
                           holdout_envs=["calendar"], tokenizer_vocab=1024)
 FILES = ["train.jsonl", "valid.jsonl", "test.jsonl", "heldout_env.jsonl", "stats.json",
          "tokenizer.model"]
@@ -54,7 +54,7 @@ def test_every_reference_passes_its_checks(built):
   out, _ = built
   for split in ("train", "valid", "test", "heldout_env"):
     for ep in schema.iter_episodes(os.path.join(out, f"{split}.jsonl")):
-      check = base.state_check_fn(ep.env)
+      check = registry.state_check_fn(ep.env)
       for step in ep.steps:
         assert check_score(step.checks, step.next_state) == 1.0, (ep.id, step.action)
         assert check(ep.spec, step, step.next_state) == 1.0, (ep.id, step.action)

@@ -4,9 +4,9 @@ import pytest
 
 from mdlm_wm.checks.generic import check_score, generic_result
 from mdlm_wm.data import schema
-from mdlm_wm.envs import base
+from mdlm_wm.envs import base, registry
 
-ENVS = base.env_names()
+ENVS = registry.env_names()
 
 
 def test_at_least_five_builtin_environments():
@@ -16,12 +16,12 @@ def test_at_least_five_builtin_environments():
 
 def test_unknown_environment_is_a_clear_error():
   with pytest.raises(KeyError, match="unknown environment 'nope'; known: "):
-    base.make("nope")
+    registry.make("nope")
 
 
 @pytest.mark.parametrize("name", ENVS)
 def test_spec_and_episode_are_valid_schema(name):
-  env = base.make(name)
+  env = registry.make(name)
   assert len(env.steers) >= 2
   ep, _ = base.run_episode(env, 11, "noisy")
   again = schema.episode_from_dict(schema.episode_to_dict(ep))
@@ -30,7 +30,7 @@ def test_spec_and_episode_are_valid_schema(name):
 
 @pytest.mark.parametrize("name", ENVS)
 def test_reference_passes_and_a_wrong_state_is_rejected(name):
-  env, check = base.make(name), base.state_check_fn(name)
+  env, check = registry.make(name), registry.state_check_fn(name)
   wrong = 0
   for seed in range(8):
     for policy in base.POLICIES:
@@ -50,9 +50,21 @@ def test_reference_passes_and_a_wrong_state_is_rejected(name):
 
 @pytest.mark.parametrize("name", ENVS)
 def test_steer_none_lets_the_seed_decide(name):
-  env = base.make(name)
+  env = registry.make(name)
   steers = [env.reset(seed)[0].steer for seed in range(60)]
   steered = sum(bool(s) for s in steers)
   assert 8 <= steered <= 40, steered
   assert all(s in env.steers for s in steers if s)
   assert env.reset(0, steer="")[0].steer == ""
+
+
+def test_a_user_environment_registers_by_name(monkeypatch):
+  from mdlm_wm import envs
+  from tests.envs import fake_env
+  monkeypatch.setattr(registry, "_REGISTRY", dict(registry._REGISTRY))
+  assert envs.register(fake_env.Boxes) is fake_env.Boxes
+  assert isinstance(envs.make(fake_env.Boxes.name), fake_env.Boxes)
+  assert fake_env.Boxes.name in envs.env_names()
+  clash = type("OtherBoxes", (fake_env.Boxes,), {})
+  with pytest.raises(ValueError, match="registered twice"):
+    envs.register(clash)

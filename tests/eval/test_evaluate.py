@@ -4,7 +4,7 @@ import sys
 
 import pytest
 
-from mdlm_wm.checks.score import score_prediction
+from mdlm_wm.envs.score import score_prediction
 from mdlm_wm.eval import evaluate as ev
 from mdlm_wm.train.trainer import train
 from tests.conftest import tiny_config

@@ -7,7 +7,7 @@ import pytest
 
 from mdlm_wm.checks.generic import field_statements, states_field
 from mdlm_wm.data.schema import Checks, Spec, Step
-from mdlm_wm.envs import base
+from mdlm_wm.envs import base, registry
 from mdlm_wm.eval import grounding
 
 # Keys every step states in its trailing anchor, and keys stated only before it.
@@ -28,18 +28,18 @@ EARLY_KEYS = {
 
 
 def _episodes(name: str, seeds=range(6)):
-  env = base.make(name)
+  env = registry.make(name)
   return [base.run_episode(env, seed, policy)[0] for seed in seeds
           for policy in ("expert", "noisy", "random")]
 
 
 @pytest.fixture(scope="module")
 def episodes():
-  return {name: _episodes(name) for name in base.env_names()}
+  return {name: _episodes(name) for name in registry.env_names()}
 
 
 def test_anchor_tables_cover_every_builtin_env():
-  assert sorted(ANCHOR_KEYS) == base.env_names() == sorted(EARLY_KEYS)
+  assert sorted(ANCHOR_KEYS) == registry.env_names() == sorted(EARLY_KEYS)
 
 
 def test_trailing_start_rules():

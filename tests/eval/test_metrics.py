@@ -5,7 +5,7 @@ import math
 import numpy as np
 import pytest
 
-from mdlm_wm.envs import base
+from mdlm_wm.envs import base, registry
 from mdlm_wm.eval import metrics
 
 
@@ -77,8 +77,8 @@ def _reference_states(n: int) -> list[str]:
   """Real next states from the built-in environments, round robin."""
   states = []
   for seed in range(n):
-    name = base.env_names()[seed % len(base.env_names())]
-    ep, _ = base.run_episode(base.make(name), seed, "noisy")
+    name = registry.env_names()[seed % len(registry.env_names())]
+    ep, _ = base.run_episode(registry.make(name), seed, "noisy")
     states.append(ep.steps[len(ep.steps) // 2].next_state)
   return states
 

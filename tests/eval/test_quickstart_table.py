@@ -2,7 +2,7 @@
 
 from mdlm_wm import quickstart
 from mdlm_wm.data.serialize import transitions
-from tests.checks import fake_env
+from tests.envs import fake_env
 
 
 def test_baseline_rows_on_the_quickstart_transitions(monkeypatch):

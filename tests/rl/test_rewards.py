@@ -5,15 +5,15 @@ import time
 import numpy as np
 import pytest
 
-from mdlm_wm.checks.score import score_prediction
+from mdlm_wm.envs.score import score_prediction
 from mdlm_wm.data.schema import Spec, Step
-from mdlm_wm.envs import base
+from mdlm_wm.envs import base, registry
 from mdlm_wm.rl import rewards
-from tests.checks import fake_env
+from tests.envs import fake_env
 
 
 def _episode(env: str, seed: int = 0, policy: str = "expert"):
-  return base.run_episode(base.make(env), seed, policy)[0]
+  return base.run_episode(registry.make(env), seed, policy)[0]
 
 
 def test_state_check_scores_reference_one_and_wrong_state_lower():

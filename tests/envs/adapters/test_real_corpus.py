@@ -11,7 +11,7 @@ import pytest
 
 from mdlm_wm.data import real_corpus, schema
 from mdlm_wm.data.schema import Checks, Spec
-from mdlm_wm.envs import adapters, base
+from mdlm_wm.envs import adapters, base, registry
 from mdlm_wm.envs.adapters.base import RealEnv, render_state, seed_ranges
 
 CRASH_SEED = 3
@@ -189,7 +189,7 @@ def test_cli_builds_a_textworld_express_corpus(tmp_path):
   for split in ("train", "valid", "test"):
     for ep in schema.load_episodes(str(tmp_path / f"{split}.jsonl")):
       for step in ep.steps:
-        assert base.state_check_fn(ep.env)(ep.spec, step, step.next_state) == 1.0
+        assert registry.state_check_fn(ep.env)(ep.spec, step, step.next_state) == 1.0
 
 
 @pytest.mark.slow

@@ -9,6 +9,8 @@ so scoring its transitions needs its engine installed (an ImportError names
 the extra). The environment's entry wins where both name the same fact
 (`field:location`), so a fact both checkers read counts once. Other
 environment names (a user's own data) are graded on the generic checks.
+It sits above the registry, which finds each environment's checker by name;
+`checks/` below holds only what every environment shares.
 """
 
 from __future__ import annotations
@@ -16,15 +18,15 @@ from __future__ import annotations
 from mdlm_wm.checks.generic import check_score, generic_result
 from mdlm_wm.checks.result import CheckResult
 from mdlm_wm.data.schema import Spec, Step
-from mdlm_wm.envs import adapters, base
+from mdlm_wm.envs import registry
 
 
 def env_result(env: str, spec: Spec, step: Step, prediction: str) -> CheckResult | None:
   """The environment's own check (`Env.check`), None for names that are
   neither built-in nor real."""
-  if env not in base.env_names() and not adapters.is_real(env):
+  if not registry.is_known(env):
     return None
-  return base.check_fn(env)(spec, step, prediction)
+  return registry.check_fn(env)(spec, step, prediction)
 
 
 def combined_result(generic: CheckResult, own: CheckResult | None) -> CheckResult:

@@ -3,10 +3,10 @@
 import pytest
 
 from mdlm_wm.checks.generic import check_score
-from mdlm_wm.checks.score import check_prediction, score_prediction
+from mdlm_wm.envs.score import check_prediction, score_prediction
 from mdlm_wm.data import schema
 from mdlm_wm.data.schema import Checks, Spec, Step
-from tests.checks import fake_env
+from tests.envs import fake_env
 from tests.conftest import episode_dict
 
 

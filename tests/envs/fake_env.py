@@ -14,7 +14,7 @@ import random
 
 from mdlm_wm.checks.result import CheckResult, parse_status_line
 from mdlm_wm.data.schema import Checks, Spec, Step
-from mdlm_wm.envs import base
+from mdlm_wm.envs import base, registry
 
 KINDS = ("apple", "jar", "key", "coin", "pen", "cup")
 BOXES = 3
@@ -87,9 +87,8 @@ class BoxesWithoutTwin(Boxes):
 
 def register(monkeypatch) -> None:
   """Registers both fake environments for one test (undone after it)."""
-  base.env_names()  # the built-ins first, so the registry is complete
   for cls in (Boxes, BoxesWithoutTwin):
-    monkeypatch.setitem(base._REGISTRY, cls.name, cls)
+    monkeypatch.setitem(registry._REGISTRY, cls.name, cls)
 
 
 def episode(seed: int = 0, cls: type[Boxes] = Boxes):
