@@ -14,7 +14,7 @@ Real environments (`pip install -e '.[envs]'`), each a family or
   python -m launch.build_corpus --envs=textworld,textworld_express:coin+twc \
       --episodes_per_task=10 --real_splits=train,valid:2,test:2 --out_dir=/tmp/real
 
-plays the engines' own split seeds (mdlm_wm.data.real_corpus) and writes the
+plays the engines' own split seeds (mdlm_wm.corpus.real) and writes the
 same files (no held-out file).
 
 Both at once (a world model of the built-in and real environments):
@@ -25,7 +25,7 @@ Both at once (a world model of the built-in and real environments):
 builds the built-in part in OUT_DIR/builtin and the real part in
 OUT_DIR/real (each with its own stats.json: splits, seeds), then merges their
 split files into OUT_DIR with one tokenizer trained on the merged train split
-(mdlm_wm.data.merge).
+(mdlm_wm.corpus.merge).
 """
 
 import dataclasses
@@ -33,7 +33,9 @@ import os
 
 from absl import app, flags
 
-from mdlm_wm.data import corpus, merge, real_corpus
+from mdlm_wm import corpus
+from mdlm_wm.corpus import merge
+from mdlm_wm.corpus import real as real_corpus
 from mdlm_wm.envs import adapters, registry
 from mdlm_wm.utils import errors
 

@@ -67,7 +67,7 @@ def write_jsonl(tmp_path):
 @pytest.fixture(scope="session")
 def tiny_corpus(tmp_path_factory) -> str:
   """A small built-in corpus with its tokenizer, built once per test session."""
-  from mdlm_wm.data import corpus
+  from mdlm_wm import corpus
   from mdlm_wm.envs import registry
   out = str(tmp_path_factory.mktemp("tiny_corpus"))
   corpus.build_corpus(corpus.CorpusConfig(envs=registry.env_names(), episodes_per_env=8, seed=1,

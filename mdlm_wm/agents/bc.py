@@ -42,7 +42,7 @@ from mdlm_wm.train import state as train_state
 from mdlm_wm.train import trainer
 
 POLICY_DATA_DIR = "policy_data"
-# Splits of a corpus directory (data/corpus.py) that become policy data.
+# Splits of a corpus directory (mdlm_wm/corpus/) that become policy data.
 SPLITS = ("train", "valid")
 
 

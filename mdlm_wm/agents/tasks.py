@@ -5,7 +5,7 @@ built-in (`household`), a real task (`scienceworld/boil`) or a real family
 (`scienceworld`: every task it has). A split's seeds are the environment's
 own `split_seeds(split)` for real environments; built-ins take fixed blocks
 of world seeds, train 700,000+, valid 800,000+ and test 900,000+, which no
-corpus of fewer than 700,000 episodes per environment reaches (data/corpus.py
+corpus of fewer than 700,000 episodes per environment reaches (mdlm_wm/corpus/
 uses seed * 1,000,000 + [0, episodes_per_env)): an agent cloned from a corpus
 is never evaluated on a world it was cloned on.
 """

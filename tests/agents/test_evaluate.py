@@ -38,7 +38,7 @@ def test_task_splits_are_disjoint_and_miss_the_corpora():
   assert all(len(s) == 50 for s in seeds.values())
   assert not (seeds["train"] & seeds["valid"] or seeds["train"] & seeds["test"]
               or seeds["valid"] & seeds["test"])
-  # data/corpus.py: corpus seed s, episode i -> world seed s * 1e6 + i.
+  # mdlm_wm/corpus/: corpus seed s, episode i -> world seed s * 1e6 + i.
   assert min(min(s) for s in seeds.values()) >= 700_000
   assert tasks_lib.env_names("household, lab,household") == ["household", "lab"]
   assert tasks_lib.task_list("lab,files", "test", 2) == [

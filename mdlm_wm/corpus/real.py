@@ -33,7 +33,8 @@ from collections.abc import Mapping, Sequence
 
 from absl import logging
 
-from mdlm_wm.data import corpus, schema, stats as stats_lib
+from mdlm_wm import corpus
+from mdlm_wm.data import schema, stats as stats_lib
 from mdlm_wm.envs import adapters, base
 from mdlm_wm.envs.adapters.base import SPLITS, RealEnv
 from mdlm_wm.utils.progress import Progress

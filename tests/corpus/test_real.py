@@ -9,7 +9,8 @@ import sys
 
 import pytest
 
-from mdlm_wm.data import real_corpus, schema
+from mdlm_wm.corpus import real as real_corpus
+from mdlm_wm.data import schema
 from mdlm_wm.data.schema import Checks, Spec
 from mdlm_wm.envs import adapters, base, registry
 from mdlm_wm.envs.adapters.base import RealEnv, render_state, seed_ranges

@@ -16,7 +16,7 @@ import json
 import os
 from collections.abc import Mapping
 
-from mdlm_wm.data import corpus
+from mdlm_wm import corpus
 from mdlm_wm.data.schema import SchemaError
 
 SPLIT_FILES = (*corpus.SPLITS, corpus.HELDOUT)

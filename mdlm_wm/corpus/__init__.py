@@ -1,5 +1,10 @@
 """Builds a trajectory corpus from environments: splits, policy mix, tokenizer, stats.
 
+The corpus builders sit above the environments they play (docs/design.md,
+"Layers"): this module builds corpora of the built-in environments and holds
+the corpus-directory helpers (split files, tokenizer, stats.json) that
+`real.py` (real engines) and `merge.py` share.
+
 Seeds are disjoint across splits by construction: episode i of an
 environment uses world seed `seed * SEED_STRIDE + i`, with indices
 [0, n_train) for train, then valid, then test. Held-out environments put all

@@ -8,7 +8,8 @@ import pytest
 
 from launch.check_data import check_files
 from mdlm_wm.checks.generic import check_score
-from mdlm_wm.data import corpus, schema
+from mdlm_wm import corpus
+from mdlm_wm.data import schema
 from mdlm_wm.envs import registry
 
 CFG = corpus.CorpusConfig(envs=registry.env_names(), episodes_per_env=10, seed=5,

@@ -4,7 +4,9 @@ import json
 
 import pytest
 
-from mdlm_wm.data import corpus, merge, schema
+from mdlm_wm import corpus
+from mdlm_wm.corpus import merge
+from mdlm_wm.data import schema
 from mdlm_wm.data.schema import SchemaError
 from mdlm_wm.data.tokenizer import Tokenizer
 
