@@ -28,8 +28,9 @@ GYM = ["gymnasium>=1.4.0"]
 # The notebook test executes notebooks/ headless.
 NOTEBOOK = ["nbclient>=0.11.0", "nbformat>=5.11.1", "ipykernel>=7.4.0"]
 
+# import-linter checks the layer contracts of pyproject.toml (tests/test_layers.py).
 EXTRAS = {
-    "test": ["pytest>=8.0", "httpx>=0.29.0", *EVAL_METRICS, *SERVE, *GYM, *NOTEBOOK],
+    "test": ["pytest>=8.0", "httpx>=0.29.0", "import-linter>=2.17", *EVAL_METRICS, *SERVE, *GYM, *NOTEBOOK],
     "serve": SERVE,
     "gym": GYM,
     # Importing Hugging Face checkpoints reads safetensors; the logits test
