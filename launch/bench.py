@@ -86,10 +86,6 @@ def synthetic_batch(cfg, rng: np.random.Generator) -> dict[str, np.ndarray]:
           "positions": np.broadcast_to(np.arange(L), (B, L)).astype(np.int32)}
 
 
-class _FakeTokenizer:
-  pad_id, mask_id = 0, MASK_ID
-
-
 def peak_rss_mib() -> float:
   """Peak resident memory of this process so far (Linux reports KiB)."""
   return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
@@ -104,7 +100,7 @@ def bench_train(cfg, peak: float, objective: str) -> dict:
   tx, _ = train_state.make_optimizer(cfg)
   with jax.set_mesh(mesh):
     state = train_state.init_train_state(params, tx)
-  obj = objectives.objective_config(cfg, _FakeTokenizer())
+  obj = objectives.objective_config(cfg, MASK_ID)
   step = jax.jit(trainer.make_train_step(graphdef, obj, tx), donate_argnums=(0,))
   batch = {k: jnp.asarray(v) for k, v in synthetic_batch(cfg, np.random.default_rng(0)).items()}
   t0 = time.perf_counter()

@@ -122,10 +122,7 @@ def compile_train_step(cfg, mesh, vocab_size: int) -> tuple[dict, ModelConfig]:
           if config_lib.block_size(cfg) else BATCH_KEYS)
   batch = {k: jax.ShapeDtypeStruct((B, L), jnp.int32, sharding=batch_sh)
            for k in keys if k != "pos"}
-  obj = objectives.ObjectiveConfig(
-      objective=cfg.objective, mask_id=_MASK_ID, schedule=cfg.diffusion.schedule,
-      steer_drop_rate=cfg.diffusion.steer_drop_rate,
-      shift=bool(cfg.diffusion.get("shift", False)))
+  obj = objectives.objective_config(cfg, _MASK_ID)
   repl = sharding.replicated(mesh)
   step = jax.jit(trainer.make_train_step(graphdef, obj, tx),
                  in_shardings=(state_sh, batch_sh, repl), out_shardings=(state_sh, repl),

@@ -5,19 +5,43 @@ experiment changes; `validate(cfg)` is the single place that rejects bad
 values (with the config key in the message), and the `*_config(cfg, ...)`
 functions turn the ConfigDict into the typed, frozen configs the library
 uses.
+
+One source per default and per rule: the `model` and `sample` blocks take
+their defaults from the library's dataclasses (ModelConfig, the samplers),
+and `validate` runs those dataclasses' own validators on the typed views
+(their messages name the field; `validate` prefixes the block), so a rule is
+written once. The name lists here (objectives, GRPO modes, rewards, splits)
+are the ones the layers above use.
 """
 
 from __future__ import annotations
 
+import contextlib
+import dataclasses
+
 import ml_collections
 from ml_collections import config_dict
 
+from mdlm_wm.ar import decode as ar_decode
+from mdlm_wm.data.block_rows import check_seq_len
+from mdlm_wm.data.schema import SPLITS
+from mdlm_wm.diffusion import block_sampler
+from mdlm_wm.diffusion import sampler as mdlm_sampler
 from mdlm_wm.diffusion.schedule import SCHEDULES
 from mdlm_wm.model.sharding import DEFAULT_RULES
-from mdlm_wm.model.transformer import ATTENTION_MODES, ModelConfig, remat_policy
+from mdlm_wm.model.transformer import ATTENTION_MODES, ModelConfig
 
 # What `objective` may be: train/objectives.py has a loss for each.
 OBJECTIVES = ("mdlm", "ar")
+
+
+_MODEL_DEFAULTS = {f.name: f.default for f in dataclasses.fields(ModelConfig)
+                   if f.name != "vocab_size"}
+_SAMPLE_DEFAULTS = {
+    **{k: getattr(mdlm_sampler.SamplerConfig, k)
+       for k in ("steps", "temperature", "top_p", "confidence", "block_size", "cfg_scale",
+                 "use_prefix_cache")},
+    "threshold": block_sampler.BlockSamplerConfig.threshold}
 
 
 def optim_config(*, lr: float, warmup_steps: int, min_lr_ratio: float,
@@ -51,22 +75,11 @@ def base_config() -> ml_collections.ConfigDict:
   c.data.history_len = 1
   c.data.read_threads = 2
 
-  c.model = ml_collections.ConfigDict()
-  c.model.d_model = 128
-  c.model.n_layers = 2
-  c.model.n_heads = 4
-  c.model.n_kv_heads = 2
-  c.model.d_ff = 384
-  c.model.attention = "auto"  # auto: bidirectional for mdlm, causal for ar; or prefix
-  c.model.tie_embeddings = True
-  c.model.dtype = "float32"
-  c.model.remat = "none"  # none | full | dots | dots_no_batch (transformer.REMAT_POLICIES)
-  # Needed to import pretrained checkpoints exactly (model/hf_import.py).
-  c.model.d_head = 0  # 0: d_model // n_heads
-  c.model.rope_base = 10_000.0
-  c.model.norm_eps = 1e-6
-  c.model.qkv_bias = False
-  c.model.qk_norm = False
+  # The backbone's fields and defaults (model/transformer.py ModelConfig; the
+  # vocabulary comes with the tokenizer), but attention: auto is bidirectional
+  # for mdlm and causal for ar (or give one of transformer.ATTENTION_MODES).
+  c.model = ml_collections.ConfigDict(_MODEL_DEFAULTS)
+  c.model.attention = "auto"
 
   c.diffusion = ml_collections.ConfigDict()
   c.diffusion.schedule = "loglinear"
@@ -108,18 +121,13 @@ def base_config() -> ml_collections.ConfigDict:
   c.mesh.num_devices = 0  # 0: every device; n: the first n (e.g. 1 for a baseline)
   c.mesh.rules = tuple(DEFAULT_RULES)
 
-  c.sample = ml_collections.ConfigDict()
-  c.sample.steps = 32
-  c.sample.temperature = 1.0
-  c.sample.top_p = 1.0
-  c.sample.confidence = "top1"
-  # Block-diffusion MDLMs: 0 samples in the trained diffusion.block_size and
-  # `steps` is per block; an MDLM without blocks (an older checkpoint): 0 is
-  # one block and `steps` is the total.
-  c.sample.block_size = 0
-  c.sample.threshold = 0.0  # block MDLMs: > 0 commits every label more confident than this
-  c.sample.cfg_scale = 0.0
-  c.sample.use_prefix_cache = False
+  # The samplers' defaults (sampler_config below builds the sampler from them):
+  # steps, temperature, top_p, confidence, cfg_scale; block_size: block MDLMs
+  # sample in the trained diffusion.block_size when 0, and `steps` is per
+  # block; an MDLM without blocks (an older checkpoint): 0 is one block and
+  # `steps` is the total; threshold: block MDLMs commit every label more
+  # confident than this (0: off); use_prefix_cache: full-canvas sampler only.
+  c.sample = ml_collections.ConfigDict(_SAMPLE_DEFAULTS)
   c.sample.num_samples = 4
 
   c.eval = ml_collections.ConfigDict()  # the quickstart's side-by-side table
@@ -139,6 +147,16 @@ def _check(ok: bool, key: str, msg: str) -> None:
     raise ValueError(f"config.{key}: {msg}")
 
 
+@contextlib.contextmanager
+def _library_rules(block: str):
+  """Runs a library validator, whose message names the field first
+  (`steps: must be >= 1`), as the check of config block `block`."""
+  try:
+    yield
+  except ValueError as e:
+    raise ValueError(f"config.{block}.{e}") from None
+
+
 def validate(cfg) -> None:
   """Raises ValueError naming the first bad key."""
   _check(cfg.objective in OBJECTIVES, "objective", f"must be one of {OBJECTIVES}")
@@ -152,30 +170,15 @@ def validate(cfg) -> None:
   for key in ("batch_size", "seq_len", "max_context_len", "max_target_len", "read_threads"):
     _check(d[key] >= 1, f"data.{key}", "must be >= 1")
   _check(d.history_len >= 0, "data.history_len", "must be >= 0")
-  _check(d.seq_len >= d.max_context_len + d.max_target_len, "data.seq_len",
-         f"must be >= max_context_len + max_target_len ({d.max_context_len + d.max_target_len})")
   _check(d.max_target_len >= 2, "data.max_target_len", "must be >= 2")
-  if cfg.objective == "mdlm":
-    need = d.max_context_len + 2 * d.max_target_len
-    _check(d.seq_len >= need, "data.seq_len",
-           f"must be >= max_context_len + 2 * max_target_len ({need}) for the MDLM: a "
-           "block-diffusion row holds a noisy and a clean copy of the target")
+  with _library_rules("data"):  # the pipeline's rule: MDLM rows hold the target twice
+    check_seq_len(d.seq_len, d.max_context_len, d.max_target_len, block=block_size(cfg) > 0)
   _check(cfg.diffusion.block_size >= 0, "diffusion.block_size", "must be >= 0")
   _check(0 < cfg.diffusion.t_min < cfg.diffusion.t_max <= 1, "diffusion.t_min",
          "must satisfy 0 < t_min < t_max <= 1")
-  m = cfg.model
-  _check(m.d_head >= 0, "model.d_head", "must be >= 0 (0: d_model // n_heads)")
-  _check(m.d_head > 0 or m.d_model % m.n_heads == 0, "model.d_model",
-         "must be divisible by model.n_heads (or set model.d_head)")
-  _check(m.n_heads % m.n_kv_heads == 0, "model.n_heads", "must be a multiple of n_kv_heads")
-  _check((m.d_head or m.d_model // m.n_heads) % 2 == 0, "model.d_model",
-         "head_dim must be even (RoPE)")
-  _check(m.dtype in ("float32", "bfloat16"), "model.dtype", "must be float32 or bfloat16")
-  _check(m.norm_eps > 0, "model.norm_eps", "must be > 0")
-  try:
-    remat_policy(m.remat)
-  except ValueError as e:
-    raise ValueError(f"config.model.remat: {e}") from None
+  with _library_rules("model"):
+    # Any vocabulary: the tokenizer's comes later, and no model rule reads it.
+    model_config(cfg, vocab_size=1).validate()
   _check(cfg.diffusion.schedule in SCHEDULES, "diffusion.schedule", f"must be one of {SCHEDULES}")
   _check(0 <= cfg.diffusion.steer_drop_rate < 1, "diffusion.steer_drop_rate",
          "must be in [0, 1)")
@@ -195,20 +198,17 @@ def validate(cfg) -> None:
   _check(t.nan_policy in ("stop", "skip"), "train.nan_policy", "must be stop or skip")
   _check(len(cfg.mesh.shape) == 3, "mesh.shape", "must have 3 entries (data, fsdp, tensor)")
   _check(cfg.mesh.num_devices >= 0, "mesh.num_devices", "must be >= 0")
-  s = cfg.sample
-  _check(s.steps >= 1, "sample.steps", "must be >= 1")
-  _check(s.temperature >= 0, "sample.temperature", "must be >= 0")
-  _check(0 < s.top_p <= 1, "sample.top_p", "must be in (0, 1]")
-  _check(0 <= s.threshold < 1, "sample.threshold", "must be in [0, 1)")
-  _check(s.num_samples >= 1, "sample.num_samples", "must be >= 1")
+  _check(cfg.sample.num_samples >= 1, "sample.num_samples", "must be >= 1")
+  with _library_rules("sample"):
+    sampler_config(cfg)
   _check(cfg.eval.examples_per_env >= 1, "eval.examples_per_env", "must be >= 1")
   _check(cfg.eval.batch_size >= 1, "eval.batch_size", "must be >= 1")
 
 
 # ------------------------------------------------------------------ GRPO
 
-# Kept here (not imported from mdlm_wm.rl) so that config validation does not
-# pull in the reward code; tests check the two lists agree.
+# The names rl/ implements (grpo.group_advantages, grpo.kl_penalty, the
+# log-prob estimators, rewards.combine) and takes from here.
 ADVANTAGE_MODES = ("std", "mean", "loo")
 KL_ESTIMATORS = ("k1", "k2", "k3")
 MDLM_LOGPROBS = ("coupled", "one_step")
@@ -217,8 +217,7 @@ REWARD_KEYS = ("state_check", "format", "bleu1", "rouge_l", "length")
 
 # The sampler settings a caller may override (WorldModel.decode_config), with
 # their types: GRPO's `sample` and `eval_sample` blocks leave them unset.
-SAMPLER_SETTINGS = {"steps": int, "temperature": float, "top_p": float, "confidence": str,
-                    "block_size": int, "cfg_scale": float, "threshold": float}
+SAMPLER_SETTINGS = {k: type(v) for k, v in _SAMPLE_DEFAULTS.items() if k != "use_prefix_cache"}
 
 
 def grpo_base_config() -> ml_collections.ConfigDict:
@@ -337,8 +336,7 @@ def validate_grpo(cfg, batch_shards: int = 1) -> None:
 
 ENV_BACKENDS = ("wm", "real")
 AGENT_REWARD_KEYS = ("success", "progress", "step_cost")  # agents/grpo.episode_reward's terms
-# envs.adapters.base.SPLITS, kept here like the lists above; tests check they agree.
-TASK_SPLITS = ("train", "valid", "test")
+TASK_SPLITS = SPLITS  # a real environment's seed splits (envs/adapters), a corpus's files
 
 
 def agent_grpo_base_config() -> ml_collections.ConfigDict:
@@ -447,6 +445,42 @@ def model_config(cfg, vocab_size: int) -> ModelConfig:
                      n_heads=m.n_heads, n_kv_heads=m.n_kv_heads, d_ff=m.d_ff,
                      attention=attention_mode(cfg), tie_embeddings=m.tie_embeddings,
                      dtype=m.dtype, remat=m.remat, **newer)
+
+
+def sampler_config(cfg, *, eot_id: int | None = None, **overrides
+                   ) -> (mdlm_sampler.SamplerConfig | block_sampler.BlockSamplerConfig
+                         | ar_decode.DecodeConfig):
+  """The decoder of the model `cfg` describes, with its `sample` settings and
+  `overrides` (WorldModel.decode_config): the block sampler for block-diffusion
+  MDLMs, the full-canvas sampler for MDLMs without blocks, the AR decoder
+  (temperature and top_p only; it ignores the MDLM settings). Validated
+  against the canvas: ValueError naming the setting (`threshold: ...`).
+  Sample keys newer than a checkpoint's config take today's defaults."""
+  known = (*SAMPLER_SETTINGS, "use_prefix_cache")
+  unknown = sorted(set(overrides) - set(known))
+  if unknown:
+    raise ValueError(f"unknown sample settings {unknown}; known: {list(known)}")
+  s = {**_SAMPLE_DEFAULTS, **cfg.sample.to_dict(), **overrides}
+  canvas = cfg.data.max_target_len
+  if is_block_model(cfg):
+    out = block_sampler.BlockSamplerConfig(
+        block_size=s["block_size"] or block_size(cfg), steps=s["steps"],
+        temperature=s["temperature"], top_p=s["top_p"], confidence=s["confidence"],
+        threshold=s["threshold"], cfg_scale=s["cfg_scale"], schedule=cfg.diffusion.schedule,
+        shift=bool(cfg.diffusion.shift))
+    out.validate()
+  elif cfg.objective == "ar":
+    out = ar_decode.DecodeConfig(max_len=canvas, temperature=s["temperature"],
+                                 top_p=s["top_p"], eot_id=eot_id)
+    out.validate()
+  else:
+    out = mdlm_sampler.SamplerConfig(
+        steps=s["steps"], temperature=s["temperature"], top_p=s["top_p"],
+        confidence=s["confidence"], schedule=cfg.diffusion.schedule,
+        block_size=s["block_size"], cfg_scale=s["cfg_scale"],
+        use_prefix_cache=s["use_prefix_cache"])
+    out.validate(canvas)
+  return out
 
 
 def block_size(cfg) -> int:

@@ -16,10 +16,10 @@ import time
 import numpy as np
 
 from mdlm_wm import config as config_lib
-from mdlm_wm.envs.score import score_prediction
 from mdlm_wm import corpus
 from mdlm_wm.data import schema
 from mdlm_wm.data.serialize import transitions
+from mdlm_wm.envs.score import score_prediction
 from mdlm_wm.eval import baselines
 from mdlm_wm.train.trainer import train
 from mdlm_wm.world_model import WorldModel

@@ -37,9 +37,6 @@ from mdlm_wm.train.checkpoint import Checkpointer
 # Context lengths are padded up to a multiple of this, so a stream of
 # requests compiles the sampler a handful of times, not once per length.
 CONTEXT_BUCKET = 64
-# The `cfg.sample` keys a call may override (MDLM; the AR decoder reads only
-# temperature and top_p).
-SAMPLE_SETTINGS = (*config_lib.SAMPLER_SETTINGS, "use_prefix_cache")
 
 
 class Samples(NamedTuple):
@@ -167,29 +164,7 @@ class WorldModel:
     """The model's `cfg.sample` with `sample_overrides` applied, validated
     against this model's canvas (ValueError naming the bad setting). The AR
     decoder takes only temperature and top_p; it ignores the MDLM settings."""
-    unknown = sorted(set(sample_overrides) - set(SAMPLE_SETTINGS))
-    if unknown:
-      raise ValueError(f"unknown sample settings {unknown}; known: {list(SAMPLE_SETTINGS)}")
-    s = {"threshold": 0.0, **self.cfg.sample.to_dict(), **sample_overrides}
-    if config_lib.is_block_model(self.cfg):
-      cfg = block_sampler.BlockSamplerConfig(
-          block_size=s["block_size"] or config_lib.block_size(self.cfg), steps=s["steps"],
-          temperature=s["temperature"], top_p=s["top_p"], confidence=s["confidence"],
-          threshold=s["threshold"], cfg_scale=s["cfg_scale"],
-          schedule=self.cfg.diffusion.schedule, shift=bool(self.cfg.diffusion.shift))
-      cfg.validate()
-    elif self.objective == "ar":
-      cfg = ar_decode.DecodeConfig(max_len=self.canvas_len, temperature=s["temperature"],
-                                   top_p=s["top_p"], eot_id=self.tokenizer.eot_id)
-      cfg.validate()
-    else:
-      cfg = mdlm_sampler.SamplerConfig(
-          steps=s["steps"], temperature=s["temperature"], top_p=s["top_p"],
-          confidence=s["confidence"], schedule=self.cfg.diffusion.schedule,
-          block_size=s["block_size"], cfg_scale=s["cfg_scale"],
-          use_prefix_cache=s["use_prefix_cache"])
-      cfg.validate(self.canvas_len)
-    return cfg
+    return config_lib.sampler_config(self.cfg, eot_id=self.tokenizer.eot_id, **sample_overrides)
 
   def sample_tokens(self, transitions: Sequence[Transition], *, num_samples: int = 1,
                     seed: int | Sequence[int] = 0, steers: Sequence[str | None] | None = None,

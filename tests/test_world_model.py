@@ -64,14 +64,14 @@ def test_decode_config_applies_overrides_and_names_a_bad_setting(tiny_models):
   cfg = mdlm.decode_config(steps=16, block_size=4, confidence="margin", threshold=0.9)
   assert (cfg.steps, cfg.block_size, cfg.confidence, cfg.threshold) == (16, 4, "margin", 0.9)
   assert cfg.temperature == mdlm.cfg.sample.temperature  # the rest from the model's config
-  with pytest.raises(ValueError, match=r"threshold must be in \[0, 1\), got 1.5"):
+  with pytest.raises(ValueError, match=r"threshold: must be in \[0, 1\), got 1.5"):
     mdlm.decode_config(threshold=1.5)
   with pytest.raises(ValueError, match=r"unknown sample settings \['temprature'\]"):
     mdlm.decode_config(temprature=0.5)
   # The AR decoder takes temperature and top_p and ignores the MDLM settings.
   cfg = ar.decode_config(temperature=0.5, block_size=48)
   assert (cfg.temperature, cfg.max_len) == (0.5, 128)
-  with pytest.raises(ValueError, match="top_p must be in"):
+  with pytest.raises(ValueError, match="top_p: must be in"):
     ar.decode_config(top_p=0.0)
 
 
@@ -90,7 +90,7 @@ def test_sample_cli_writes_one_line_per_transition(tiny_models, tiny_corpus, tmp
   assert len(rows) == 5 and all(len(r["samples"]) == 2 and r["reference"] for r in rows)
   # A threshold of 1 would never commit by confidence: refused before any sampling.
   bad = _sample_cli(tiny_models["mdlm"], tiny_corpus, tmp_path / "bad.jsonl", "--threshold=1")
-  assert bad.returncode == 2 and "threshold must be in [0, 1), got 1.0" in bad.stderr, \
+  assert bad.returncode == 2 and "threshold: must be in [0, 1), got 1.0" in bad.stderr, \
       bad.stderr[-2000:]
   assert not (tmp_path / "bad.jsonl").exists()
 

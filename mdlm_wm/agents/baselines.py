@@ -14,9 +14,9 @@ import abc
 import random
 from collections.abc import Sequence
 
+from mdlm_wm import envs
 from mdlm_wm.agents.base import Agent, History, Turn
 from mdlm_wm.data.schema import Spec
-from mdlm_wm import envs
 
 
 def _key(spec: Spec) -> tuple[str, str, str]:

@@ -33,11 +33,11 @@ import shutil
 from collections.abc import Sequence
 
 from mdlm_wm import config as config_lib
+from mdlm_wm import envs
 from mdlm_wm.agents.base import History
 from mdlm_wm.data import schema
 from mdlm_wm.data.schema import Episode, Spec, Step
 from mdlm_wm.data.serialize import Transition
-from mdlm_wm import envs
 from mdlm_wm.train import state as train_state
 from mdlm_wm.train import trainer
 

@@ -19,11 +19,11 @@ from typing import Protocol
 import numpy as np
 from absl import logging
 
+from mdlm_wm import envs
 from mdlm_wm.agents.base import Agent, Turn, pad_to_bucket
 from mdlm_wm.agents.success import SuccessFn
 from mdlm_wm.data.schema import Spec
 from mdlm_wm.data.serialize import Transition
-from mdlm_wm import envs
 from mdlm_wm.world_model import WorldModel
 
 

@@ -12,8 +12,8 @@ is never evaluated on a world it was cloned on.
 
 from __future__ import annotations
 
-from mdlm_wm.envs import adapters
 from mdlm_wm import envs
+from mdlm_wm.envs import adapters
 from mdlm_wm.envs.adapters.base import check_split
 
 BUILTIN_SPLIT_START = {"train": 700_000, "valid": 800_000, "test": 900_000}

@@ -41,11 +41,11 @@ class DecodeConfig:
 
   def validate(self) -> None:
     if self.max_len < 1:
-      raise ValueError(f"max_len must be >= 1, got {self.max_len}")
+      raise ValueError(f"max_len: must be >= 1, got {self.max_len}")
     if self.temperature < 0:
-      raise ValueError(f"temperature must be >= 0, got {self.temperature}")
+      raise ValueError(f"temperature: must be >= 0, got {self.temperature}")
     if not 0.0 < self.top_p <= 1.0:
-      raise ValueError(f"top_p must be in (0, 1], got {self.top_p}")
+      raise ValueError(f"top_p: must be in (0, 1], got {self.top_p}")
 
 
 @functools.partial(jax.jit, static_argnames=("graphdef", "cfg", "num_samples"))

@@ -23,13 +23,13 @@ import time
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 
 from mdlm_wm.data import schema, stats as stats_lib
+from mdlm_wm.data.schema import SPLITS
 from mdlm_wm.data.serialize import render_rules, render_tools
 from mdlm_wm.data.tokenizer import Tokenizer, train_tokenizer
 from mdlm_wm.envs import base, registry
 from mdlm_wm.utils.progress import Progress
 
 SEED_STRIDE = 1_000_000
-SPLITS = ("train", "valid", "test")
 HELDOUT = "heldout_env"
 TOKENIZER_FILE = "tokenizer.model"
 

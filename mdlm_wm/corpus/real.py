@@ -35,8 +35,9 @@ from absl import logging
 
 from mdlm_wm import corpus
 from mdlm_wm.data import schema, stats as stats_lib
+from mdlm_wm.data.schema import SPLITS
 from mdlm_wm.envs import adapters, base
-from mdlm_wm.envs.adapters.base import SPLITS, RealEnv
+from mdlm_wm.envs.adapters.base import RealEnv
 from mdlm_wm.utils.progress import Progress
 
 # Crash messages are cut to this many characters in stats.json.

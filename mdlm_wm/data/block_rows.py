@@ -2,7 +2,8 @@
 
 The layout the pipeline packs for the block-diffusion objective; what the
 rows mean (the logit shift, which slot is maskable, which label is always
-counted) and their attention mask are in `diffusion/block.py`.
+counted) and their attention mask are in `diffusion/block.py`. Also the one
+rule on a row's length, which the pipeline and config.validate both apply.
 """
 
 from __future__ import annotations
@@ -13,6 +14,19 @@ import numpy as np
 
 CONTEXT, NOISY, CLEAN = 0, 1, 2
 ROW_FEATURES = ("tokens", "labels", "role", "block", "pos", "maskable", "last", "steer_mask")
+
+
+def check_seq_len(seq_len: int, max_context_len: int, max_target_len: int, block: bool) -> None:
+  """Raises ValueError (`seq_len: ...`) unless the longest example fits one row:
+  context + target, or with block rows context + 2 x target."""
+  copies = 2 if block else 1
+  need = max_context_len + copies * max_target_len
+  if seq_len < need:
+    why = ("a block-diffusion row holds a noisy and a clean copy of the target" if block
+           else "every example must fit one row")
+    raise ValueError(f"seq_len: must be >= max_context_len + {copies} * max_target_len "
+                     f"({max_context_len} + {copies} * {max_target_len} = {need}), got "
+                     f"{seq_len}: {why}")
 
 
 def block_row(context_ids: Sequence[int], target_ids: Sequence[int], block_size: int,

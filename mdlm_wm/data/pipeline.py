@@ -32,9 +32,9 @@ import grain
 import numpy as np
 
 from mdlm_wm.data import schema
+from mdlm_wm.data import block_rows
 from mdlm_wm.data.serialize import Serializer, Transition, Truncation, transition_at
 from mdlm_wm.data.tokenizer import Tokenizer
-from mdlm_wm.data import block_rows
 
 
 class TransitionSource:
@@ -134,15 +134,8 @@ class PipelineConfig:
   packing_bins: int = 0  # 0: 4 x batch_size
 
   def validate(self) -> None:
-    if self.seq_len < self.max_context_len + self.max_target_len:
-      raise ValueError(
-          f"seq_len ({self.seq_len}) must be >= max_context_len + max_target_len "
-          f"({self.max_context_len} + {self.max_target_len}) so every example fits one row")
-    if self.block_size and self.seq_len < self.max_context_len + 2 * self.max_target_len:
-      raise ValueError(
-          f"seq_len ({self.seq_len}) must be >= max_context_len + 2 * max_target_len "
-          f"({self.max_context_len} + 2 * {self.max_target_len}): a block-diffusion row holds "
-          "a noisy and a clean copy of the target")
+    block_rows.check_seq_len(self.seq_len, self.max_context_len, self.max_target_len,
+                             block=bool(self.block_size))
 
   def features(self) -> tuple[str, ...]:
     return block_rows.ROW_FEATURES if self.block_size else ("tokens", "target_mask", "steer_mask")

@@ -18,6 +18,10 @@ from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
 MAX_ERRORS_PER_FILE = 20
+# A corpus directory's split files (`train.jsonl`, ...) and a real
+# environment's seed splits: one list for the corpus builders, the adapters
+# and the config's task splits.
+SPLITS = ("train", "valid", "test")
 
 
 @dataclasses.dataclass(frozen=True)

@@ -76,24 +76,24 @@ class SamplerConfig:
 
   def validate(self, target_len: int) -> None:
     if self.steps < 1:
-      raise ValueError(f"steps must be >= 1, got {self.steps}")
+      raise ValueError(f"steps: must be >= 1, got {self.steps}")
     if self.temperature < 0:
-      raise ValueError(f"temperature must be >= 0, got {self.temperature}")
+      raise ValueError(f"temperature: must be >= 0, got {self.temperature}")
     if not 0.0 < self.top_p <= 1.0:
-      raise ValueError(f"top_p must be in (0, 1], got {self.top_p}")
+      raise ValueError(f"top_p: must be in (0, 1], got {self.top_p}")
     if self.confidence not in CONFIDENCES:
-      raise ValueError(f"confidence must be one of {CONFIDENCES}, got {self.confidence!r}")
+      raise ValueError(f"confidence: must be one of {CONFIDENCES}, got {self.confidence!r}")
     if self.schedule not in schedule.SCHEDULES:
-      raise ValueError(f"schedule must be one of {schedule.SCHEDULES}, got {self.schedule!r}")
+      raise ValueError(f"schedule: must be one of {schedule.SCHEDULES}, got {self.schedule!r}")
     if self.cfg_scale < 0:
-      raise ValueError(f"cfg_scale must be >= 0, got {self.cfg_scale}")
+      raise ValueError(f"cfg_scale: must be >= 0, got {self.cfg_scale}")
     if self.block_size:
       if self.block_size < 0 or target_len % self.block_size:
-        raise ValueError(f"block_size ({self.block_size}) must divide the canvas length "
-                         f"({target_len})")
+        raise ValueError(f"block_size: must divide the canvas length ({target_len}), got "
+                         f"{self.block_size}")
       if self.steps % self.num_blocks(target_len):
-        raise ValueError(f"steps ({self.steps}) must be a multiple of the number of blocks "
-                         f"({self.num_blocks(target_len)}): each block gets "
+        raise ValueError(f"steps: must be a multiple of the number of blocks "
+                         f"({self.num_blocks(target_len)}), got {self.steps}: each block gets "
                          "steps * block_size / T steps")
 
 

@@ -26,8 +26,8 @@ from collections.abc import Iterable, Mapping, Sequence
 import numpy as np
 
 from mdlm_wm.checks.generic import field_statements, states_field
-from mdlm_wm.envs.score import score_prediction
 from mdlm_wm.data.schema import Spec, Step
+from mdlm_wm.envs.score import score_prediction
 
 TAIL_FRACTION = 0.25
 

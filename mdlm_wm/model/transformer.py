@@ -58,7 +58,7 @@ def remat_policy(value: bool | str) -> str:
   if isinstance(value, bool):
     return "full" if value else "none"
   if value not in REMAT_POLICIES:
-    raise ValueError(f"remat must be one of {REMAT_POLICIES} (or a bool), got {value!r}")
+    raise ValueError(f"remat: must be one of {REMAT_POLICIES} (or a bool), got {value!r}")
   return value
 
 
@@ -89,21 +89,27 @@ class ModelConfig:
     return self.d_head or self.d_model // self.n_heads
 
   def validate(self) -> None:
+    """Raises ValueError naming the field first (`n_heads: ...`); config.validate
+    runs it on the `model` block, so a config error names `config.model.<field>`."""
+    if self.vocab_size < 1:
+      raise ValueError(f"vocab_size: must be >= 1, got {self.vocab_size}")
     if self.attention not in ATTENTION_MODES:
-      raise ValueError(f"attention must be one of {ATTENTION_MODES}, got {self.attention!r}")
+      raise ValueError(f"attention: must be one of {ATTENTION_MODES}, got {self.attention!r}")
     if self.d_head < 0:
-      raise ValueError(f"d_head must be >= 0 (0: d_model // n_heads), got {self.d_head}")
+      raise ValueError(f"d_head: must be >= 0 (0: d_model // n_heads), got {self.d_head}")
     if not self.d_head and self.d_model % self.n_heads:
-      raise ValueError(f"d_model ({self.d_model}) must be divisible by n_heads ({self.n_heads})")
+      raise ValueError(f"d_model: must be divisible by n_heads ({self.d_model} % {self.n_heads}) "
+                       "or d_head set")
     if self.n_heads % self.n_kv_heads:
-      raise ValueError(f"n_heads ({self.n_heads}) must be a multiple of n_kv_heads "
-                       f"({self.n_kv_heads})")
+      raise ValueError(f"n_heads: must be a multiple of n_kv_heads ({self.n_heads} % "
+                       f"{self.n_kv_heads})")
     if self.head_dim % 2:
-      raise ValueError(f"head_dim ({self.head_dim}) must be even for RoPE")
+      raise ValueError(f"{'d_head' if self.d_head else 'd_model'}: the head size "
+                       f"({self.head_dim}) must be even for RoPE")
     if self.dtype not in ("float32", "bfloat16"):
-      raise ValueError(f"dtype must be float32 or bfloat16, got {self.dtype!r}")
+      raise ValueError(f"dtype: must be float32 or bfloat16, got {self.dtype!r}")
     if self.norm_eps <= 0:
-      raise ValueError(f"norm_eps must be > 0, got {self.norm_eps}")
+      raise ValueError(f"norm_eps: must be > 0, got {self.norm_eps}")
     remat_policy(self.remat)
 
   def num_params(self) -> int:

@@ -10,8 +10,7 @@ from __future__ import annotations
 import jax.numpy as jnp
 import numpy as np
 
-ADVANTAGE_MODES = ("std", "mean", "loo")
-KL_ESTIMATORS = ("k1", "k2", "k3")
+from mdlm_wm.config import ADVANTAGE_MODES, KL_ESTIMATORS
 
 
 def _as_groups(rewards_BG) -> np.ndarray:

@@ -20,14 +20,14 @@ from collections.abc import Callable, Mapping, Sequence
 import numpy as np
 from absl import logging
 
+from mdlm_wm import config as config_lib
 from mdlm_wm.checks.result import CheckResult, parse_status_line
-from mdlm_wm.envs.score import check_prediction
 from mdlm_wm.data.schema import Spec, Step
+from mdlm_wm.envs.score import check_prediction
 from mdlm_wm.eval import metrics
 
 Reward = Callable[[Spec, Step, str], float]
 
-REWARD_NAMES = ("state_check", "format", "bleu1", "rouge_l", "length")
 # Failures logged per score_batch call; the rest are only counted.
 MAX_LOGGED_FAILURES = 10
 
@@ -160,7 +160,7 @@ def length_penalty(max_ratio: float = 1.5) -> Reward:
 
 
 def make_reward(weights: Mapping[str, float], env: str) -> Reward:
-  """The weighted sum of the rewards in REWARD_NAMES with a nonzero weight."""
+  """The weighted sum of the rewards in config_lib.REWARD_KEYS with a nonzero weight."""
   factories = {
       "state_check": lambda: state_check(env),
       "format": lambda: format_validity(env),
@@ -168,9 +168,9 @@ def make_reward(weights: Mapping[str, float], env: str) -> Reward:
       "rouge_l": rouge_l_to_reference,
       "length": length_penalty,
   }
-  unknown = sorted(set(weights) - set(REWARD_NAMES))
+  unknown = sorted(set(weights) - set(config_lib.REWARD_KEYS))
   if unknown:
-    raise ValueError(f"unknown rewards {unknown}; expected names from {REWARD_NAMES}")
+    raise ValueError(f"unknown rewards {unknown}; expected names from {config_lib.REWARD_KEYS}")
   terms = [(w, factories[name]()) for name, w in weights.items() if w != 0]
   if not terms:
     raise ValueError(f"every reward weight is zero: {dict(weights)}")

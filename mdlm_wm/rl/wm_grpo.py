@@ -149,7 +149,7 @@ def run(cfg: ml_collections.ConfigDict, workdir: str, *, max_steps: int | None =
     try:
       wm.decode_config(**overrides)
     except ValueError as e:
-      raise ValueError(f"config.{key}: {e}") from e
+      raise ValueError(f"config.{key}.{e}") from e
   tok = wm.tokenizer
   history_len = wm.cfg.data.history_len
   train_examples = _load_examples(cfg.data.train or wm.cfg.data.train, history_len)

@@ -28,23 +28,27 @@ from mdlm_wm.diffusion import block as block_lib
 from mdlm_wm.diffusion import loss as mdlm
 from mdlm_wm.diffusion import schedule
 
+
 @dataclasses.dataclass(frozen=True)
 class ObjectiveConfig:
+  """The loss settings; their defaults are the config's (`objective_config`)."""
   objective: str
   mask_id: int
-  schedule: str = "loglinear"
-  steer_drop_rate: float = 0.1
-  shift: bool = True  # MDLM: block rows built with the logit shift
+  schedule: str
+  steer_drop_rate: float
+  shift: bool  # MDLM: block rows built with the logit shift
   # MDLM training times t ~ U[t_min, t_max] (BD3-LM's clipped schedule: small
   # blocks' ELBO gradients are dominated by rare, heavily weighted draws near
   # t = 0); evaluation always uses the full range, so valid_loss is the ELBO.
-  t_min: float = 1e-3
-  t_max: float = 1.0
+  t_min: float
+  t_max: float
 
 
-def objective_config(cfg, tokenizer) -> ObjectiveConfig:
-  """The objective of an experiment config (mdlm_wm/config.py) and its tokenizer."""
-  return ObjectiveConfig(objective=cfg.objective, mask_id=tokenizer.mask_id,
+def objective_config(cfg, mask_id: int) -> ObjectiveConfig:
+  """The objective of an experiment config (mdlm_wm/config.py). Configs from
+  before the logit shift and the clipped times train as they did: no shift,
+  the full time range."""
+  return ObjectiveConfig(objective=cfg.objective, mask_id=mask_id,
                          schedule=cfg.diffusion.schedule,
                          steer_drop_rate=cfg.diffusion.steer_drop_rate,
                          shift=bool(cfg.diffusion.get("shift", False)),

@@ -286,7 +286,7 @@ def train(cfg, workdir: str, *, max_steps: int | None = None, data_shards: int =
         f"{cfg.objective} ({model_cfg.attention} attention) | mesh {dict(mesh.shape)}", flush=True)
 
   # --- steps
-  obj_cfg = objectives.objective_config(cfg, tokenizer)
+  obj_cfg = objectives.objective_config(cfg, tokenizer.mask_id)
   train_step = jax.jit(make_train_step(graphdef, obj_cfg, tx),
                        in_shardings=(state_sh, batch_sh, repl), out_shardings=(state_sh, repl),
                        donate_argnums=(0,))

@@ -6,11 +6,11 @@ import os
 import numpy as np
 import pytest
 
+from mdlm_wm import envs
 from mdlm_wm.agents import bc, load_agent
 from mdlm_wm.data import schema
 from mdlm_wm.data.serialize import Serializer, transition_at
 from mdlm_wm.data.tokenizer import Tokenizer
-from mdlm_wm import envs
 from tests.agents.conftest import BC_STEPS
 
 

@@ -2,13 +2,13 @@
 
 import pytest
 
+from mdlm_wm import envs
 from mdlm_wm.agents import CallableAgent, ExpertAgent, RandomAgent, Turn
 from mdlm_wm.agents import tasks as tasks_lib
 from mdlm_wm.agents.base import pad_to_bucket
 from mdlm_wm.agents.episodes import EnvPool
 from mdlm_wm.agents.evaluate import evaluate
 from mdlm_wm.data.schema import Spec
-from mdlm_wm import envs
 
 SPEC = Spec("room 0", "Find the key.")
 

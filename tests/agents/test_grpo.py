@@ -12,16 +12,11 @@ from mdlm_wm.agents import grpo as agent_grpo
 from mdlm_wm.agents import load_agent
 from mdlm_wm.agents.episodes import EnvPool, Episode
 from mdlm_wm.data.schema import Spec
-from mdlm_wm.envs.adapters.base import SPLITS
 from mdlm_wm.rl import loop
 from mdlm_wm.world_model import Samples
 from tests.conftest import apply_overrides, read_metrics
 
 SPEC = Spec("s0", "task")
-
-
-def test_config_splits_match_the_adapters():
-  assert config_lib.TASK_SPLITS == SPLITS
 
 
 @pytest.mark.parametrize("key,value,match", [

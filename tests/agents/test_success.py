@@ -2,9 +2,9 @@
 
 import pytest
 
+from mdlm_wm import envs
 from mdlm_wm.agents import success
 from mdlm_wm.data.schema import Spec
-from mdlm_wm import envs
 
 SPEC = Spec("", "Heat an apple and put it on the sofa.")
 

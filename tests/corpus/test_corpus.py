@@ -7,8 +7,8 @@ import sys
 import pytest
 
 from launch.check_data import check_files
-from mdlm_wm.checks.generic import check_score
 from mdlm_wm import corpus
+from mdlm_wm.checks.generic import check_score
 from mdlm_wm.data import schema
 from mdlm_wm.envs import registry
 

@@ -18,6 +18,8 @@ from mdlm_wm.model.transformer import ModelConfig, Transformer
 from mdlm_wm.train import objectives
 
 V, MASK, EOT = 40, 2, 3
+OBJECTIVE = objectives.ObjectiveConfig("mdlm", mask_id=MASK, schedule="loglinear",
+                                       steer_drop_rate=0.0, shift=True, t_min=1e-3, t_max=1.0)
 
 
 def tiny_model(seed=0):
@@ -80,7 +82,7 @@ def test_b1_with_shift_is_the_ar_loss(model):
   causal_mask = jnp.tril(jnp.ones((tokens.shape[1],) * 2, bool))[None]
   logits = model(tokens, None, seg, None, causal_mask).at[..., MASK].set(-1e30)
   want = ar_loss(logits, tokens, tmask, seg)
-  cfg = objectives.ObjectiveConfig("mdlm", mask_id=MASK, steer_drop_rate=0.0, shift=True)
+  cfg = OBJECTIVE
   for seed in range(3):  # no randomness is left at b = 1: every draw gives the AR loss
     got, _ = objectives.loss_fn(model, as_batch(block_rows.block_row(ctx, tgt, 1, True)),
                                 jax.random.key(seed), cfg)
@@ -89,7 +91,7 @@ def test_b1_with_shift_is_the_ar_loss(model):
 
 def test_loss_counts_target_tokens_up_to_eot_only(model):
   ctx, tgt = [5, 6, 7, 8], [9, 10, 11, EOT]
-  cfg = objectives.ObjectiveConfig("mdlm", mask_id=MASK, steer_drop_rate=0.0, shift=True)
+  cfg = OBJECTIVE
   batch = as_batch(block_rows.block_row(ctx, tgt, 2, True))
   # Labels are exactly the target: 4 of them, whatever follows in the row.
   assert int((batch["role"] == block_rows.NOISY).sum()) == 4

@@ -3,11 +3,11 @@
 import pytest
 
 from mdlm_wm.checks.generic import check_score
-from mdlm_wm.envs.score import check_prediction, score_prediction
 from mdlm_wm.data import schema
 from mdlm_wm.data.schema import Checks, Spec, Step
-from tests.envs import fake_env
+from mdlm_wm.envs.score import check_prediction, score_prediction
 from tests.conftest import episode_dict
+from tests.envs import fake_env
 
 
 @pytest.fixture

@@ -2,13 +2,13 @@
 
 import pytest
 
-from mdlm_wm.envs.score import score_prediction
 from mdlm_wm.data import schema
 from mdlm_wm.data.serialize import transitions
+from mdlm_wm.envs.score import score_prediction
 from mdlm_wm.eval import baselines
 from mdlm_wm.eval import evaluate as ev
-from tests.envs import fake_env
 from tests.conftest import episode_dict
+from tests.envs import fake_env
 
 
 @pytest.fixture

@@ -103,7 +103,7 @@ def test_remat_gives_the_same_loss_gradient(remat):
 def test_remat_policy_names_and_legacy_bools():
   assert make(remat=True).cfg.remat == "full" and make(remat=False).cfg.remat == "none"
   assert ModelConfig(**dataclasses.asdict(make(remat=True).cfg)).remat == "full"
-  with pytest.raises(ValueError, match="remat must be one of"):
+  with pytest.raises(ValueError, match="remat: must be one of"):
     ModelConfig(vocab_size=V, remat="sometimes").validate()
 
 

@@ -5,9 +5,9 @@ import time
 import numpy as np
 import pytest
 
-from mdlm_wm.envs.score import score_prediction
 from mdlm_wm.data.schema import Spec, Step
 from mdlm_wm.envs import base, registry
+from mdlm_wm.envs.score import score_prediction
 from mdlm_wm.rl import rewards
 from tests.envs import fake_env
 

@@ -43,10 +43,9 @@ from typing import ClassVar
 
 from mdlm_wm.checks import generic
 from mdlm_wm.checks.result import CheckResult, parse_status_line
-from mdlm_wm.data.schema import Checks, Spec, Step
+from mdlm_wm.data.schema import SPLITS, Checks, Spec, Step
 from mdlm_wm.envs import base
 
-SPLITS = ("train", "valid", "test")
 _ARTICLED = re.compile(r"(?:a|an|the|some)\s+\S", re.IGNORECASE)
 # A list's separators: "a, b, and c", "a and b".
 _LIST_SEP = re.compile(r",\s*(?:and\s+)?|\s+and\s+")
