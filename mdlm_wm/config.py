@@ -46,7 +46,7 @@ _SAMPLE_DEFAULTS = {
 
 def optim_config(*, lr: float, warmup_steps: int, min_lr_ratio: float,
                  weight_decay: float) -> ml_collections.ConfigDict:
-  """AdamW with warmup and cosine decay (trainer.make_optimizer)."""
+  """AdamW with warmup and cosine decay (train/state.py make_optimizer)."""
   return ml_collections.ConfigDict(dict(
       lr=lr, warmup_steps=warmup_steps, min_lr_ratio=min_lr_ratio, weight_decay=weight_decay,
       b1=0.9, b2=0.98, clip_norm=1.0))
