@@ -34,7 +34,7 @@ from mdlm_wm.model.transformer import ATTENTION_MODES, ModelConfig
 # What `objective` may be: train/objectives.py has a loss for each.
 OBJECTIVES = ("mdlm", "ar")
 
-
+# The library's defaults: the one source of the `model` and `sample` blocks.
 _MODEL_DEFAULTS = {f.name: f.default for f in dataclasses.fields(ModelConfig)
                    if f.name != "vocab_size"}
 _SAMPLE_DEFAULTS = {
@@ -149,8 +149,8 @@ def _check(ok: bool, key: str, msg: str) -> None:
 
 @contextlib.contextmanager
 def _library_rules(block: str):
-  """Runs a library validator, whose message names the field first
-  (`steps: must be >= 1`), as the check of config block `block`."""
+  """Reports a library validator's ValueError, whose message names the field
+  first (`steps: must be >= 1`), under the config key `config.<block>.<field>`."""
   try:
     yield
   except ValueError as e:
