@@ -104,7 +104,7 @@ def test_one_process_reading_two_shards_sees_the_two_processes_rows(tiny_corpus)
   p0, p1 = shard_datasets(tiny_corpus, [0]), shard_datasets(tiny_corpus, [1])
   for _ in range(2):
     a, b = next(p0), next(p1)
-    assert a["tokens"].shape == (4, 384)
+    assert a["tokens"].shape == (4, tiny_config(tiny_corpus).data.seq_len)
     assert_same_batch(next(both), pipeline._concat([a, b]))
   # A 2-process checkpoint resumed by one process, and back.
   one = shard_datasets(tiny_corpus, [0, 1])
