@@ -28,9 +28,12 @@ train() {  # train MODEL STEPS [flags...]
   local m=$1 steps=$2; shift 2
   python -m launch.train --config=configs/study/$m.py --workdir="$OUT/$m" \
       --config.data.train="$D/train.jsonl" --config.data.valid="$D/valid.jsonl" \
-      --config.data.tokenizer="$D/tokenizer.model" --config.train.steps="$steps" "$@"
+      --config.data.tokenizer="$D/tokenizer.model" --config.train.steps="$steps" \
+      --config.optim.warmup_steps=$((steps / 10)) "$@"  # 70 of 700 (AR), 20 of 200 (MDLM)
 }
-train ar_s "$STEPS"
+gcd() { local a=$1 b=$2; while [ "$b" -ne 0 ]; do local t=$b; b=$((a % b)); a=$t; done; echo "$a"; }
+# AR S must keep a checkpoint at AR_START, where the MDLMs start.
+train ar_s "$STEPS" --config.train.checkpoint_every="$(gcd 100 "$AR_START")"
 # Each MDLM: AR S's step AR_START adapted for the rest of the same STEPS steps.
 for m in $MDLMS; do
   train $m $((STEPS - AR_START)) --config.train.init_from="$OUT/ar_s" \
