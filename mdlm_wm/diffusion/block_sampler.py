@@ -36,8 +36,8 @@ from flax import nnx
 
 from mdlm_wm.data.block_rows import CLEAN, NOISY
 from mdlm_wm.diffusion import block as block_lib
-from mdlm_wm.diffusion import schedule
-from mdlm_wm.diffusion.sampler import CONFIDENCES, _confidence, _top_k_mask, committed_fraction
+from mdlm_wm.diffusion.sampler import (_confidence, _top_k_mask, committed_fraction,
+                                       validate_denoising)
 from mdlm_wm.model.sampling import fold_in, row_keys, sample_tokens, split
 
 
@@ -59,20 +59,9 @@ class BlockSamplerConfig:
   def validate(self) -> None:
     if self.block_size < 1:
       raise ValueError(f"block_size: must be >= 1, got {self.block_size}")
-    if self.steps < 1:
-      raise ValueError(f"steps: must be >= 1, got {self.steps}")
-    if self.temperature < 0:
-      raise ValueError(f"temperature: must be >= 0, got {self.temperature}")
-    if not 0.0 < self.top_p <= 1.0:
-      raise ValueError(f"top_p: must be in (0, 1], got {self.top_p}")
-    if self.confidence not in CONFIDENCES:
-      raise ValueError(f"confidence: must be one of {CONFIDENCES}, got {self.confidence!r}")
+    validate_denoising(self)
     if not 0.0 <= self.threshold < 1.0:
       raise ValueError(f"threshold: must be in [0, 1), got {self.threshold}")
-    if self.cfg_scale < 0:
-      raise ValueError(f"cfg_scale: must be >= 0, got {self.cfg_scale}")
-    if self.schedule not in schedule.SCHEDULES:
-      raise ValueError(f"schedule: must be one of {schedule.SCHEDULES}, got {self.schedule!r}")
 
 
 def _run_blocks(model, tokens_NS, positions_NS, cache, key_mask_NSK):

@@ -75,18 +75,7 @@ class SamplerConfig:
     return 1 if self.block_size == 0 else target_len // self.block_size
 
   def validate(self, target_len: int) -> None:
-    if self.steps < 1:
-      raise ValueError(f"steps: must be >= 1, got {self.steps}")
-    if self.temperature < 0:
-      raise ValueError(f"temperature: must be >= 0, got {self.temperature}")
-    if not 0.0 < self.top_p <= 1.0:
-      raise ValueError(f"top_p: must be in (0, 1], got {self.top_p}")
-    if self.confidence not in CONFIDENCES:
-      raise ValueError(f"confidence: must be one of {CONFIDENCES}, got {self.confidence!r}")
-    if self.schedule not in schedule.SCHEDULES:
-      raise ValueError(f"schedule: must be one of {schedule.SCHEDULES}, got {self.schedule!r}")
-    if self.cfg_scale < 0:
-      raise ValueError(f"cfg_scale: must be >= 0, got {self.cfg_scale}")
+    validate_denoising(self)
     if self.block_size:
       if self.block_size < 0 or target_len % self.block_size:
         raise ValueError(f"block_size: must divide the canvas length ({target_len}), got "
@@ -95,6 +84,22 @@ class SamplerConfig:
         raise ValueError(f"steps: must be a multiple of the number of blocks "
                          f"({self.num_blocks(target_len)}), got {self.steps}: each block gets "
                          "steps * block_size / T steps")
+
+
+def validate_denoising(cfg) -> None:
+  """The settings both MDLM samplers share (SamplerConfig, BlockSamplerConfig)."""
+  if cfg.steps < 1:
+    raise ValueError(f"steps: must be >= 1, got {cfg.steps}")
+  if cfg.temperature < 0:
+    raise ValueError(f"temperature: must be >= 0, got {cfg.temperature}")
+  if not 0.0 < cfg.top_p <= 1.0:
+    raise ValueError(f"top_p: must be in (0, 1], got {cfg.top_p}")
+  if cfg.confidence not in CONFIDENCES:
+    raise ValueError(f"confidence: must be one of {CONFIDENCES}, got {cfg.confidence!r}")
+  if cfg.schedule not in schedule.SCHEDULES:
+    raise ValueError(f"schedule: must be one of {schedule.SCHEDULES}, got {cfg.schedule!r}")
+  if cfg.cfg_scale < 0:
+    raise ValueError(f"cfg_scale: must be >= 0, got {cfg.cfg_scale}")
 
 
 class SampleOutput(NamedTuple):
