@@ -34,6 +34,7 @@ import optax
 from mdlm_wm import config as config_lib
 from mdlm_wm.data import block_rows
 from mdlm_wm.data import tokenizer as tokenizer_lib
+from mdlm_wm.diffusion import block_sampler
 from mdlm_wm.diffusion import sampler as mdlm_sampler
 from mdlm_wm.model import sharding
 from mdlm_wm.model.transformer import ModelConfig, abstract_model
@@ -47,6 +48,7 @@ TPU_CHIPS = {"TPU v4": (275.0, 32.0), "TPU v5 lite": (197.0, 16.0), "TPU v5": (4
              "TPU v6 lite": (918.0, 32.0)}
 # Project tokenizer layout (tokenizer.py): pad, unk, then SPECIAL_TOKENS.
 _MASK_ID = 2 + tokenizer_lib.SPECIAL_TOKENS.index(tokenizer_lib.MASK)
+_EOT_ID = 2 + tokenizer_lib.SPECIAL_TOKENS.index(tokenizer_lib.EOT)
 BATCH_KEYS = ("tokens", "target_mask", "steer_mask", "segment_ids", "positions")
 
 
@@ -141,22 +143,27 @@ def compile_sampler(cfg, mesh, vocab_size: int, batch: int) -> dict:
   model_cfg = config_lib.model_config(c, vocab_size)
   graphdef, params = abstract_model(model_cfg, mesh, sharding.rules_dict(cfg.mesh.rules))
   s = cfg.sample
-  scfg = mdlm_sampler.SamplerConfig(
-      steps=s.steps, temperature=s.temperature, top_p=s.top_p, confidence=s.confidence,
-      schedule=cfg.diffusion.schedule, block_size=s.block_size,
-      use_prefix_cache=s.use_prefix_cache and model_cfg.attention == "prefix")
+  # The sampler the model would use: blocks over a KV cache for a block model.
+  scfg = config_lib.sampler_config(
+      c, use_prefix_cache=s.use_prefix_cache and model_cfg.attention == "prefix")
   C, T = cfg.data.max_context_len, cfg.data.max_target_len
   repl = sharding.replicated(mesh)
   arg = lambda shape, dtype: jax.ShapeDtypeStruct(shape, dtype, sharding=repl)
 
   def sample(params, context, valid, fixed, rng):
+    if isinstance(scfg, block_sampler.BlockSamplerConfig):
+      return block_sampler.sample(graphdef, params, context, valid, fixed, rng, scfg,
+                                  num_samples=s.num_samples, mask_id=_MASK_ID,
+                                  eot_id=_EOT_ID)[0]
     return mdlm_sampler.sample(graphdef, params, context, valid, fixed, rng, scfg,
                                num_samples=s.num_samples, mask_id=_MASK_ID).tokens_BGT
 
   out = _compile(jax.jit(sample), params, arg((batch, C), jnp.int32), arg((batch, C), bool),
                  arg((batch, T), jnp.int32), _key(mesh))
   out.update(batch=batch, num_samples=s.num_samples, steps=s.steps, context_len=C, target_len=T,
-             block_size=s.block_size, use_prefix_cache=scfg.use_prefix_cache)
+             block_size=scfg.block_size, kv_cache_blocks=isinstance(
+                 scfg, block_sampler.BlockSamplerConfig),
+             use_prefix_cache=getattr(scfg, "use_prefix_cache", False))
   return out
 
 
@@ -255,7 +262,8 @@ def format_report(r: dict) -> str:
   if "sampler" in r:
     s = r["sampler"]
     lines.append(
-        f"MDLM sampler (B x G = {s['batch']} x {s['num_samples']}, {s['steps']} steps, context "
+        f"MDLM sampler (B x G = {s['batch']} x {s['num_samples']}, {s['steps']} steps"
+        + (f" per block of {s['block_size']}" if s.get("kv_cache_blocks") else "") + ", context "
         f"{s['context_len']}, canvas {s['target_len']}), per device:")
     lines.append(f"  does NOT fit: {s['error']}" if "error" in s else
                  f"  arguments {gib(s['argument_bytes'])} | temporaries {gib(s['temp_bytes'])} | "
