@@ -15,6 +15,7 @@ from configs import quickstart
 def get_config():
   cfg = quickstart.get_config()
   cfg.objective = "ar"
+  cfg.train.ar_start_steps = 0  # the quickstart's MDLM starts from its AR; a policy does not
   cfg.agent = ml_collections.ConfigDict()
   cfg.agent.policies = "expert"  # comma-separated corpus policies to clone
   cfg.agent.success_only = True  # only episodes that solved their task
@@ -25,7 +26,7 @@ def get_config():
   # An action is a command or one tool call: calendar's longest expert
   # calls are ~110 tokens at vocabulary 512, well under this at 2048.
   cfg.data.max_target_len = 96
-  # AR training reads only up to the first <eot>: short fill, dense packing.
+  # AR rows hold the context and the action: dense packing.
   cfg.data.seq_len = 416
   # Greedy actions by default (launch.evaluate_agent --temperature overrides).
   cfg.sample.temperature = 0.0
