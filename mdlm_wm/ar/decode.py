@@ -29,7 +29,7 @@ import jax
 import jax.numpy as jnp
 from flax import nnx
 
-from mdlm_wm.model.sampling import fold_in, row_keys, sample_tokens
+from mdlm_wm.model.sampling import check_draw_settings, fold_in, row_keys, sample_tokens
 
 
 @dataclasses.dataclass(frozen=True)
@@ -42,10 +42,7 @@ class DecodeConfig:
   def validate(self) -> None:
     if self.max_len < 1:
       raise ValueError(f"max_len: must be >= 1, got {self.max_len}")
-    if self.temperature < 0:
-      raise ValueError(f"temperature: must be >= 0, got {self.temperature}")
-    if not 0.0 < self.top_p <= 1.0:
-      raise ValueError(f"top_p: must be in (0, 1], got {self.top_p}")
+    check_draw_settings(self.temperature, self.top_p)
 
 
 @functools.partial(jax.jit, static_argnames=("graphdef", "cfg", "num_samples"))

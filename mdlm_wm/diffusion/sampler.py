@@ -48,7 +48,8 @@ import numpy as np
 from flax import nnx
 
 from mdlm_wm.diffusion import schedule
-from mdlm_wm.model.sampling import draw, fold_in, row_keys, sample_tokens, split
+from mdlm_wm.model.sampling import (check_draw_settings, draw, fold_in, row_keys, sample_tokens,
+                                    split)
 
 CONFIDENCES = ("top1", "margin", "entropy", "random")
 
@@ -90,10 +91,7 @@ def validate_denoising(cfg) -> None:
   """The settings both MDLM samplers share (SamplerConfig, BlockSamplerConfig)."""
   if cfg.steps < 1:
     raise ValueError(f"steps: must be >= 1, got {cfg.steps}")
-  if cfg.temperature < 0:
-    raise ValueError(f"temperature: must be >= 0, got {cfg.temperature}")
-  if not 0.0 < cfg.top_p <= 1.0:
-    raise ValueError(f"top_p: must be in (0, 1], got {cfg.top_p}")
+  check_draw_settings(cfg.temperature, cfg.top_p)
   if cfg.confidence not in CONFIDENCES:
     raise ValueError(f"confidence: must be one of {CONFIDENCES}, got {cfg.confidence!r}")
   if cfg.schedule not in schedule.SCHEDULES:

@@ -42,6 +42,14 @@ def draw(fn, key, shape):
   return jax.vmap(lambda k: fn(k, shape[1:]))(key)
 
 
+def check_draw_settings(temperature: float, top_p: float) -> None:
+  """ValueError unless `sample_tokens` can draw with these (every decoder's check)."""
+  if temperature < 0:
+    raise ValueError(f"temperature: must be >= 0, got {temperature}")
+  if not 0.0 < top_p <= 1.0:
+    raise ValueError(f"top_p: must be in (0, 1], got {top_p}")
+
+
 def sample_tokens(key, logits_NV, temperature: float, top_p: float):
   """One token per row: argmax at temperature 0, else Gumbel-max in float32.
 
