@@ -25,6 +25,7 @@ from ml_collections import config_dict
 from mdlm_wm.ar import decode as ar_decode
 from mdlm_wm.data.block_rows import check_seq_len
 from mdlm_wm.data.schema import SPLITS
+from mdlm_wm.data.serialize import TOOLS_FORMATS
 from mdlm_wm.diffusion import block_sampler
 from mdlm_wm.diffusion import sampler as mdlm_sampler
 from mdlm_wm.diffusion.schedule import SCHEDULES
@@ -73,6 +74,9 @@ def base_config() -> ml_collections.ConfigDict:
   c.data.max_context_len = 768
   c.data.max_target_len = 256
   c.data.history_len = 1
+  # Tool schemas as one signature line per tool (data/serialize.py); "json":
+  # the full JSON schema, as models trained before the signature line read them.
+  c.data.tools_format = "signature"
   c.data.read_threads = 2
 
   # The backbone's fields and defaults (model/transformer.py ModelConfig; the
@@ -94,6 +98,9 @@ def base_config() -> ml_collections.ConfigDict:
   # validation loss always uses [0.001, 1], the full ELBO.
   c.diffusion.t_min = 1e-3
   c.diffusion.t_max = 1.0
+  # Attention annealing for an AR start: over this many steps, in-block
+  # attention opens from causal to bidirectional (0: bidirectional at once).
+  c.diffusion.anneal_steps = 0
 
   c.optim = optim_config(lr=3e-3, warmup_steps=50, min_lr_ratio=0.1, weight_decay=0.01)
 
@@ -170,12 +177,14 @@ def validate(cfg) -> None:
   for key in ("batch_size", "seq_len", "max_context_len", "max_target_len", "read_threads"):
     _check(d[key] >= 1, f"data.{key}", "must be >= 1")
   _check(d.history_len >= 0, "data.history_len", "must be >= 0")
+  _check(tools_format(cfg) in TOOLS_FORMATS, "data.tools_format", f"must be one of {TOOLS_FORMATS}")
   _check(d.max_target_len >= 2, "data.max_target_len", "must be >= 2")
   with _library_rules("data"):  # the pipeline's rule: MDLM rows hold the target twice
     check_seq_len(d.seq_len, d.max_context_len, d.max_target_len, block=block_size(cfg) > 0)
   _check(cfg.diffusion.block_size >= 0, "diffusion.block_size", "must be >= 0")
   _check(0 < cfg.diffusion.t_min < cfg.diffusion.t_max <= 1, "diffusion.t_min",
          "must satisfy 0 < t_min < t_max <= 1")
+  _check(cfg.diffusion.get("anneal_steps", 0) >= 0, "diffusion.anneal_steps", "must be >= 0")
   with _library_rules("model"):
     # Any vocabulary: the tokenizer's comes later, and no model rule reads it.
     model_config(cfg, vocab_size=1).validate()
@@ -490,6 +499,12 @@ def block_size(cfg) -> int:
     return 0
   b = cfg.diffusion.get("block_size") or 0
   return min(b, cfg.data.max_target_len) if b else cfg.data.max_target_len
+
+
+def tools_format(cfg) -> str:
+  """How the model reads tool schemas; "json" for a config from before the
+  signature line (data.tools_format), so an old workdir sees what it trained on."""
+  return cfg.data.get("tools_format", "json")
 
 
 def is_block_model(cfg) -> bool:

@@ -88,3 +88,13 @@ def test_config_and_pipeline_apply_one_row_length_rule(objective, seq_len, ok):
     config_lib.validate(cfg)
   assert str(from_config.value) == f"config.data.{from_pipeline.value}"
   assert str(from_pipeline.value).startswith("seq_len: must be >= max_context_len + ")
+
+
+def test_tool_schemas_are_read_as_the_model_was_trained():
+  cfg = config_lib.base_config()
+  assert config_lib.tools_format(cfg) == "signature"
+  del cfg.data["tools_format"]  # a workdir's config from before the signature line
+  assert config_lib.tools_format(cfg) == "json"
+  cfg.data.tools_format = "yaml"
+  with pytest.raises(ValueError, match="data.tools_format"):
+    config_lib.validate(cfg)

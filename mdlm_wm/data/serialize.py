@@ -16,14 +16,25 @@ Truncation policy, applied in this order until the context fits
      then the head of the action (`request_tokens_cut`), so one outsized
      example degrades instead of stopping a training run.
 A target longer than `max_target_len - 1` keeps its head and loses its
-<eot>; such an example is counted as `target_cut`.
+<eot>; such an example is counted as `target_cut`, and an example whose
+anchors (s0, task, tools, rules, steer) lost any token as `anchors_cut`.
+
+Tool schemas are written one signature line per tool (`tools_format`
+"signature", the default): `name(arg: type, opt?: type) description`, where a
+type is `str`, `int`, `num`, `bool`, `[T]` for an array, `a|b|c` for an
+enum, a string parameter's own description in its place (`date: YYYY-MM-DD`)
+and `>=n` / `<=n` bounds appended; `?` marks a parameter not required. About
+a third of the JSON schema's tokens, with what a world model needs to judge a
+call. "json" writes `name: description {JSON schema}` (models trained before
+the signature line; their configs lack `data.tools_format`).
 """
 
 from __future__ import annotations
 
 import dataclasses
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 from mdlm_wm.data.schema import Episode, Spec, Tool
 from mdlm_wm.data.tokenizer import Tokenizer
@@ -53,6 +64,8 @@ class Truncation:
   target_tokens_cut: int = 0
   target_cut: int = 0
   context_cut: int = 0  # examples whose context lost anything
+  anchors_cut: int = 0  # examples whose s0, task, tools, rules or steer lost anything
+  examples: int = 0  # examples serialized: the denominator of the two above
 
   def add(self, other: Truncation) -> None:
     for f in dataclasses.fields(self):
@@ -60,6 +73,13 @@ class Truncation:
 
   def as_dict(self) -> dict[str, int]:
     return dataclasses.asdict(self)
+
+  def any_cut(self) -> bool:
+    return any(v for k, v in self.as_dict().items() if k != "examples")
+
+  def anchors_whole(self) -> float:
+    """The share of examples whose five anchors are whole (1.0 when none were read)."""
+    return 1.0 - self.anchors_cut / self.examples if self.examples else 1.0
 
 
 @dataclasses.dataclass(frozen=True)
@@ -83,15 +103,45 @@ def transitions(ep: Episode, history_len: int) -> list[Transition]:
   return [transition_at(ep, k, history_len) for k in range(len(ep.steps))]
 
 
-def render_tool(tool: Tool) -> str:
-  """A tool schema as one compact line: the model reads every byte of it."""
-  params = json.dumps(tool.parameters, ensure_ascii=False, sort_keys=True,
-                      separators=(",", ":"))
-  return f"{tool.name}: {tool.description} {params}".strip()
+TOOLS_FORMATS = ("signature", "json")
+_TYPE_NAMES = {"string": "str", "integer": "int", "number": "num", "boolean": "bool",
+               "object": "obj", "array": "[]"}
 
 
-def render_tools(tools: Sequence[Tool]) -> str:
-  return "\n".join(render_tool(t) for t in tools)
+def _param_type(schema: Mapping[str, Any]) -> str:
+  """A JSON-schema property as a short type: `str`, `[str]`, `a|b`, `int>=1`."""
+  if "enum" in schema:
+    return "|".join(str(v) for v in schema["enum"])
+  kind = schema.get("type", "")
+  if kind == "array":
+    return f"[{_param_type(schema.get('items', {})) or 'any'}]"
+  if kind == "string" and schema.get("description"):
+    return str(schema["description"])
+  out = _TYPE_NAMES.get(kind, str(kind) or "any")
+  for key, op in (("minimum", ">="), ("maximum", "<=")):
+    if key in schema:
+      out += f"{op}{schema[key]}"
+  return out
+
+
+def render_tool(tool: Tool, tools_format: str = "signature") -> str:
+  """A tool schema as one line (see the module docstring): the model reads every byte."""
+  if tools_format == "json":
+    params = json.dumps(tool.parameters, ensure_ascii=False, sort_keys=True,
+                        separators=(",", ":"))
+    return f"{tool.name}: {tool.description} {params}".strip()
+  if tools_format != "signature":
+    raise ValueError(f"tools_format: must be one of {TOOLS_FORMATS}, got {tools_format!r}")
+  props = tool.parameters.get("properties", {}) or {}
+  required = list(tool.parameters.get("required", []) or [])
+  # Required parameters first, in the schema's required order (a call's natural order).
+  names = [n for n in required if n in props] + sorted(n for n in props if n not in required)
+  args = ", ".join(f"{n}{'' if n in required else '?'}: {_param_type(props[n])}" for n in names)
+  return f"{tool.name}({args}) {tool.description}".strip()
+
+
+def render_tools(tools: Sequence[Tool], tools_format: str = "signature") -> str:
+  return "\n".join(render_tool(t, tools_format) for t in tools)
 
 
 def render_rules(rules: Sequence[str]) -> str:
@@ -102,7 +152,7 @@ class Serializer:
   """Turns transitions into token ids with a fixed, counted truncation policy."""
 
   def __init__(self, tokenizer: Tokenizer, max_context_len: int, max_target_len: int,
-               history_len: int = 2):
+               history_len: int = 2, tools_format: str = "signature"):
     if max_target_len < 2:
       raise ValueError(f"max_target_len must be >= 2, got {max_target_len}")
     if max_context_len < 9:
@@ -111,6 +161,9 @@ class Serializer:
     self.max_context_len = max_context_len
     self.max_target_len = max_target_len
     self.history_len = history_len
+    if tools_format not in TOOLS_FORMATS:
+      raise ValueError(f"tools_format: must be one of {TOOLS_FORMATS}, got {tools_format!r}")
+    self.tools_format = tools_format
     self._spec_cache: dict[int, dict[str, list[int]]] = {}
 
   def _spec_ids(self, spec: Spec) -> dict[str, list[int]]:
@@ -122,7 +175,7 @@ class Serializer:
           "__spec": spec,
           "s0": self.tok.encode(spec.initial_state),
           "task": self.tok.encode(spec.task),
-          "tools": self.tok.encode(render_tools(spec.tools)),
+          "tools": self.tok.encode(render_tools(spec.tools, self.tools_format)),
           "rules": self.tok.encode(render_rules(spec.rules)),
           "steer": self.tok.encode(spec.steer),
       }
@@ -134,7 +187,7 @@ class Serializer:
   def serialize(self, tr: Transition, *, steer: str | None = None) -> Serialized:
     """Token ids of `tr`; `steer` overrides spec.steer (e.g. "" to drop it)."""
     m = self.tok.marker_ids
-    cut = Truncation()
+    cut = Truncation(examples=1)
     spec_ids = self._spec_ids(tr.spec)
     segs = {k: list(spec_ids[k]) for k in ("s0", "task", "tools", "rules", "steer")}
     if steer is not None:
@@ -168,10 +221,12 @@ class Serializer:
       state = state[n:]
       cut.state_tokens_cut += n
       overflow -= n
+    request_anchors_cut = 0
     for key in ("task", "steer"):
       n = min(max(overflow, 0), len(segs[key]))
       segs[key] = segs[key][:len(segs[key]) - n]
       cut.request_tokens_cut += n
+      request_anchors_cut += n
       overflow -= n
     if overflow > 0:
       n = min(overflow, len(action))
@@ -181,6 +236,8 @@ class Serializer:
     cut.context_cut = int(bool(cut.history_pairs_dropped or cut.s0_tokens_cut or cut.tools_tokens_cut
                                or cut.rules_tokens_cut or cut.state_tokens_cut
                                or cut.request_tokens_cut))
+    cut.anchors_cut = int(bool(cut.s0_tokens_cut or cut.tools_tokens_cut or cut.rules_tokens_cut
+                               or request_anchors_cut))
 
     context = ([m["s0"]] + segs["s0"] + [m["task"]] + segs["task"] + [m["tools"]]
                + segs["tools"] + [m["rules"]] + segs["rules"] + [m["steer"]])

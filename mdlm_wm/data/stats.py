@@ -6,6 +6,7 @@ import dataclasses
 from collections.abc import Iterable
 
 from mdlm_wm.data.schema import Episode
+from mdlm_wm.data.serialize import Serializer, Truncation, transitions
 from mdlm_wm.data.tokenizer import Tokenizer
 
 
@@ -88,11 +89,38 @@ def format_table(stats: dict[str, EnvStats], with_tokens: bool) -> str:
            "mean_next_state_chars": "mean_chars", "max_next_state_chars": "max_chars",
            "next_state_tokens": "tokens", "mean_next_state_tokens": "mean_tok",
            "max_next_state_tokens": "max_tok"}
-  header = ["env"] + [short.get(c, c) for c in cols]
-  rows = [header]
+  rows = [["env"] + [short.get(c, c) for c in cols]]
   for env, st in sorted(stats.items()) + sorted(total.items()):
     s = st.summary(with_tokens)
     rows.append([env] + ["-" if s[c] is None else str(s[c]) for c in cols])
-  widths = [max(len(r[i]) for r in rows) for i in range(len(header))]
+  return _fixed_width(rows)
+
+
+def _fixed_width(rows: list[list[str]]) -> str:
+  widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
   return "\n".join("  ".join(v.rjust(w) if i else v.ljust(w) for i, (v, w) in
                              enumerate(zip(r, widths))) for r in rows)
+
+
+def truncation_by_env(episodes: Iterable[Episode], serializer: Serializer) -> dict[str, Truncation]:
+  """What `serializer`'s truncation policy cuts from every transition, per environment."""
+  out: dict[str, Truncation] = {}
+  for ep in episodes:
+    acc = out.setdefault(ep.env or "(none)", Truncation())
+    for tr in transitions(ep, serializer.history_len):
+      acc.add(serializer.serialize(tr).truncation)
+  return out
+
+
+def format_truncation(table: dict[str, Truncation]) -> str:
+  """One row per environment plus a total: the share of examples with all five
+  anchors whole, then every counter (tokens cut, examples cut)."""
+  total = Truncation()
+  for t in table.values():
+    total.add(t)
+  fields = [k for k in total.as_dict() if k != "examples"]
+  rows = [["env", "examples", "anchors_whole"] + fields]
+  for env, t in sorted(table.items()) + [("TOTAL", total)]:
+    d = t.as_dict()
+    rows.append([env, str(t.examples), f"{t.anchors_whole():.3f}"] + [str(d[k]) for k in fields])
+  return _fixed_width(rows)

@@ -23,6 +23,12 @@ objective IS the AR next-token loss on the same rows: an AR start loses
 nothing. Without the shift (`shift=False`, today's MDLM), slots hold the
 labels themselves, every slot is maskable and the context is bidirectional.
 
+Attention annealing (`future_keep_BLL`, DiffuLLaMA's recipe for an AR
+start): a within-block key that lies after its query (noisy to noisy, clean
+to clean) is kept only where `future_keep_BLL` is True. Training draws it
+with a probability that grows from 0 (the AR's causal attention) to 1 (the
+block's full bidirectional attention, which the sampler uses).
+
 b >= the target length is the full-canvas MDLM (one block, no clean copy).
 The rows themselves are data (`data/block_rows.py`, built by the pipeline);
 this module holds their attention mask.
@@ -35,8 +41,10 @@ import jax.numpy as jnp
 from mdlm_wm.data.block_rows import CLEAN, CONTEXT, NOISY
 
 
-def block_attention_mask(segment_ids_BL, role_BL, block_BL, pos_BL, causal_context: bool):
-  """[B, L, L] mask of packed block-diffusion rows (see the module docstring)."""
+def block_attention_mask(segment_ids_BL, role_BL, block_BL, pos_BL, causal_context: bool,
+                         future_keep_BLL=None):
+  """[B, L, L] mask of packed block-diffusion rows (see the module docstring);
+  `future_keep_BLL` (bool, broadcastable to [B, L, L]) anneals in-block attention."""
   seg_q, seg_k = segment_ids_BL[:, :, None], segment_ids_BL[:, None, :]
   role_q, role_k = role_BL[:, :, None], role_BL[:, None, :]
   blk_q, blk_k = block_BL[:, :, None], block_BL[:, None, :]
@@ -50,6 +58,10 @@ def block_attention_mask(segment_ids_BL, role_BL, block_BL, pos_BL, causal_conte
                                    | ((role_k == NOISY) & (blk_k == blk_q)))
   from_clean = (role_q == CLEAN) & (ctx_k | ((role_k == CLEAN) & (blk_k <= blk_q)))
   mask = (seg_q == seg_k) & (seg_k > 0) & (from_context | from_noisy | from_clean)
+  if future_keep_BLL is not None:
+    in_block_future = ((role_q == role_k) & (role_q != CONTEXT) & (blk_q == blk_k)
+                       & (pos_BL[:, None, :] > pos_BL[:, :, None]))
+    mask = mask & (future_keep_BLL | ~in_block_future)
   # A padding query attends to itself only, so its (unused) output is finite.
   L = segment_ids_BL.shape[1]
   return mask | (jnp.eye(L, dtype=bool)[None] & (seg_q == 0))

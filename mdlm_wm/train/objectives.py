@@ -42,6 +42,9 @@ class ObjectiveConfig:
   # t = 0); evaluation always uses the full range, so valid_loss is the ELBO.
   t_min: float
   t_max: float
+  # Training steps over which in-block attention opens from causal to
+  # bidirectional (diffusion/block.py); 0: bidirectional from the start.
+  anneal_steps: int = 0
 
 
 def objective_config(cfg, mask_id: int) -> ObjectiveConfig:
@@ -53,7 +56,8 @@ def objective_config(cfg, mask_id: int) -> ObjectiveConfig:
                          steer_drop_rate=cfg.diffusion.steer_drop_rate,
                          shift=bool(cfg.diffusion.get("shift", False)),
                          t_min=cfg.diffusion.get("t_min", 1e-3),
-                         t_max=cfg.diffusion.get("t_max", 1.0))
+                         t_max=cfg.diffusion.get("t_max", 1.0),
+                         anneal_steps=cfg.diffusion.get("anneal_steps", 0))
 
 
 def _per_example(u_BL, segment_ids_BL):
@@ -61,8 +65,9 @@ def _per_example(u_BL, segment_ids_BL):
   return jnp.take_along_axis(u_BL, segment_ids_BL, axis=1)
 
 
-def loss_fn(model, batch, rng, cfg: ObjectiveConfig, train: bool = True):
-  """Returns (loss in nats per target token, metrics dict)."""
+def loss_fn(model, batch, rng, cfg: ObjectiveConfig, train: bool = True, step=None):
+  """Returns (loss in nats per target token, metrics dict); `step` (the
+  optimizer step, traced) drives attention annealing while training."""
   seg = batch["segment_ids"]
   k_drop, k_t, k_mask = jax.random.split(rng, 3)
   if train and cfg.steer_drop_rate > 0:
@@ -72,10 +77,16 @@ def loss_fn(model, batch, rng, cfg: ObjectiveConfig, train: bool = True):
     logits = model(batch["tokens"], batch["positions"], seg, batch["target_mask"])
     loss = ar_loss(logits, batch["tokens"], batch["target_mask"], seg)
     return loss, {"loss": loss}
-  return block_loss(model, batch, seg, k_t, k_mask, cfg, train)
+  return block_loss(model, batch, seg, k_t, k_mask, cfg, train, step)
 
 
-def block_loss(model, batch, seg, k_t, k_mask, cfg: ObjectiveConfig, train: bool = True):
+def anneal_ratio(step, anneal_steps: int):
+  """The share of in-block future keys attended at `step`: 0 -> 1 linearly."""
+  return jnp.clip(jnp.asarray(step, jnp.float32) / anneal_steps, 0.0, 1.0)
+
+
+def block_loss(model, batch, seg, k_t, k_mask, cfg: ObjectiveConfig, train: bool = True,
+               step=None):
   """The block-diffusion ELBO of packed block rows (diffusion/block.py)."""
   tokens, labels, blk = batch["tokens"], batch["labels"], batch["block"]
   is_label = (batch["role"] == block_rows.NOISY) & (seg > 0)
@@ -86,8 +97,15 @@ def block_loss(model, batch, seg, k_t, k_mask, cfg: ObjectiveConfig, train: bool
   # With the shift, slot j holds label j - 1: the slot to its left in the row.
   holds_masked = jnp.roll(label_masked, 1, axis=1) if cfg.shift else label_masked
   noisy = jnp.where((batch["maskable"] > 0) & holds_masked, cfg.mask_id, tokens)
+  future_keep = None
+  if train and cfg.anneal_steps > 0:
+    if step is None:
+      raise ValueError("diffusion.anneal_steps: the training loss needs the step")
+    k_attn = jax.random.fold_in(k_mask, 1)  # a new stream; k_mask's draws unchanged
+    future_keep = (jax.random.uniform(k_attn, seg.shape + seg.shape[-1:])
+                   < anneal_ratio(step, cfg.anneal_steps))
   mask = block_lib.block_attention_mask(seg, batch["role"], blk, batch["positions"],
-                                        causal_context=cfg.shift)
+                                        causal_context=cfg.shift, future_keep_BLL=future_keep)
   logits = model(noisy, batch["positions"], seg, None, mask)
   logp = mdlm.subs_log_probs(logits, cfg.mask_id)
   nll = -jnp.take_along_axis(logp, labels[..., None], axis=-1)[..., 0]

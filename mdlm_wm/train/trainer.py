@@ -75,7 +75,8 @@ def pipeline_config(cfg, *, batch_size: int | None = None, seed_offset: int = 0,
   return pipeline.PipelineConfig(
       batch_size=batch_size or d.batch_size, seq_len=d.seq_len,
       max_context_len=d.max_context_len, max_target_len=d.max_target_len,
-      history_len=d.history_len, block_size=config_lib.block_size(cfg),
+      history_len=d.history_len, tools_format=config_lib.tools_format(cfg),
+      block_size=config_lib.block_size(cfg),
       shift=bool(cfg.diffusion.get("shift", False)), seed=cfg.seed + seed_offset,
       num_epochs=num_epochs, shuffle=shuffle, read_threads=d.read_threads)
 
@@ -91,7 +92,7 @@ def make_train_step(graphdef, obj_cfg: objectives.ObjectiveConfig, tx):
   def step_fn(state, batch, rng):
     def loss_of(params):
       model = nnx.merge(graphdef, params)
-      return objectives.loss_fn(model, batch, rng, obj_cfg, train=True)
+      return objectives.loss_fn(model, batch, rng, obj_cfg, train=True, step=state["step"])
 
     (loss, metrics), grads = jax.value_and_grad(loss_of, has_aux=True)(state["params"])
     new_state, health = apply_gradients(state, loss, grads, tx)
@@ -399,9 +400,9 @@ def train(cfg, workdir: str, *, max_steps: int | None = None, data_shards: int =
   trunc = Truncation()
   for r in rows:
     trunc.add(r.truncation)
-  trunc = trunc.as_dict()
-  if any(trunc.values()):
-    print(f"truncation (examples read in this run): {trunc}", flush=True)
+  if trunc.any_cut():
+    print(f"truncation (examples read in this run; anchors whole in "
+          f"{trunc.anchors_whole():.1%}): {trunc.as_dict()}", flush=True)
   end = step if stop_at > start else start
   return TrainResult(step=end, loss=last["loss"], valid_loss=valid_loss,
                      tokens_per_sec=tokens_per_sec, preempted=preempted, steps_run=end - start)

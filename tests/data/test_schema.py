@@ -174,6 +174,26 @@ def test_check_data_cli_exit_codes(write_jsonl):
   assert no_tokenizer.returncode == 2
   assert no_tokenizer.stderr.startswith("error: ") and "/nonexistent/tokenizer.model" in no_tokenizer.stderr
   assert "Traceback" not in no_tokenizer.stderr
+  assert run(good, "--config=configs/tiny.py").returncode != 0  # truncation needs a tokenizer
+
+
+def test_check_data_counts_what_a_config_cuts(write_jsonl, tmp_path):
+  from mdlm_wm.data.tokenizer import train_tokenizer
+  path = write_jsonl([episode_dict(0), episode_dict(1, n_steps=3)], name="good.jsonl")
+  eps = schema.load_episodes(path)
+  texts = [e.spec.initial_state for e in eps] + [s.next_state for e in eps for s in e.steps]
+  train_tokenizer(texts * 50, 300).save(tmp_path / "tok.model")
+  run = lambda length: subprocess.run(
+      [sys.executable, "-m", "launch.check_data", path, f"--tokenizer={tmp_path / 'tok.model'}",
+       "--config=configs/tiny.py", f"--config.data.max_context_len={length}"],
+      capture_output=True, text=True)
+  roomy, tight = run(256), run(12)
+  assert roomy.returncode == 0 and tight.returncode == 0, tight.stderr
+  row = lambda out: next(line.split() for line in out.splitlines() if line.startswith("TOTAL")
+                         and len(line.split()) > 10)
+  # 5 transitions: all anchors whole with room, none in a 12-token context.
+  assert row(roomy.stdout)[1:3] == ["5", "1.000"]
+  assert row(tight.stdout)[1:3] == ["5", "0.000"]
 
 
 def test_the_example_in_docs_schema_md_is_a_valid_episode():

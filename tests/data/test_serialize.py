@@ -1,7 +1,8 @@
 import pytest
 
 from mdlm_wm.data import schema
-from mdlm_wm.data.serialize import Serializer, Transition, transitions
+from mdlm_wm.data.schema import Tool
+from mdlm_wm.data.serialize import Serializer, Transition, render_tool, transitions
 from mdlm_wm.data.tokenizer import SPECIAL_TOKENS, Tokenizer, train_tokenizer
 from tests.conftest import episode_dict
 
@@ -72,7 +73,7 @@ def test_layout_markers_in_order_and_round_trip(tok):
   assert out.target_ids[-1] == tok.eot_id
   assert tok.decode_target(out.target_ids) == tr.next_state
   assert tok.decode(out.context_ids).endswith(tr.state + tr.action)
-  assert not any(out.truncation.as_dict().values())
+  assert not out.truncation.any_cut() and out.truncation.examples == 1
 
 
 def test_steer_span_covers_exactly_the_steer_tokens(tok):
@@ -139,3 +140,34 @@ def test_long_target_is_cut_and_counted(tok):
 def test_too_small_vocabulary_is_a_clear_error():
   with pytest.raises(ValueError, match="byte-fallback"):
     train_tokenizer(TEXTS, 50)
+
+
+def test_a_tool_schema_is_one_signature_line():
+  tool = Tool("cancel_order", "Cancel a pending order.", {
+      "type": "object", "required": ["order_id", "qty"],
+      "properties": {"reason": {"type": "string", "enum": ["late", "mistake"]},
+                     "qty": {"type": "integer", "minimum": 1},
+                     "order_id": {"type": "string"},
+                     "tags": {"type": "array", "items": {"type": "string"}},
+                     "date": {"type": "string", "description": "YYYY-MM-DD"}}})
+  # Required parameters first in their required order, then the optional ones (`?`).
+  assert render_tool(tool) == ("cancel_order(order_id: str, qty: int>=1, date?: YYYY-MM-DD, "
+                               "reason?: late|mistake, tags?: [str]) Cancel a pending order.")
+  assert render_tool(Tool("view_cart", "Show the cart.")) == "view_cart() Show the cart."
+  # The JSON schema line of models trained before the signature line.
+  assert render_tool(tool, "json").startswith('cancel_order: Cancel a pending order. {"properties"')
+  with pytest.raises(ValueError, match="tools_format"):
+    render_tool(tool, "yaml")
+
+
+def test_anchor_cuts_are_counted_per_example(tok):
+  tr = _transition(history=0, rules=["A closed container hides its contents. " * 30])
+  full = Serializer(tok, 10_000, 64, history_len=0).serialize(tr)
+  assert full.truncation.anchors_cut == 0 and full.truncation.anchors_whole() == 1.0
+  cut = Serializer(tok, len(full.context_ids) - 5, 64, history_len=0).serialize(tr)
+  assert cut.truncation.anchors_cut == 1 and cut.truncation.anchors_whole() == 0.0
+  # Dropping history leaves the anchors whole.
+  hist = _transition(history=2)
+  keep = len(Serializer(tok, 10_000, 64, history_len=2).serialize(hist).context_ids)
+  dropped = Serializer(tok, keep - 2, 64, history_len=2).serialize(hist).truncation
+  assert dropped.history_pairs_dropped == 1 and dropped.anchors_cut == 0

@@ -71,6 +71,49 @@ def test_mask_hand_worked_target_of_8_blocks_of_2():
   np.testing.assert_array_equal(m, expect)
 
 
+def _mask_of(row, future_keep=None):
+  return np.asarray(block.block_attention_mask(
+      jnp.ones((1, len(row["tokens"])), jnp.int32), jnp.asarray(row["role"])[None],
+      jnp.asarray(row["block"])[None], jnp.asarray(row["pos"])[None], True,
+      future_keep_BLL=future_keep))[0]
+
+
+def test_annealing_closes_only_in_block_future_keys():
+  row = block_rows.block_row([10, 11, 12], list(range(20, 28)), 4, shift=True)
+  full = _mask_of(row)
+  L = len(row["tokens"])
+  np.testing.assert_array_equal(_mask_of(row, jnp.ones((1, L, L), bool)), full)
+  causal = _mask_of(row, jnp.zeros((1, L, L), bool))
+  pos, role, blk = row["pos"], row["role"], row["block"]
+  closed = full & ~causal
+  # Exactly the keys after their query inside the same block of the same copy.
+  for q, k in zip(*np.nonzero(closed)):
+    assert role[q] == role[k] != block_rows.CONTEXT and blk[q] == blk[k] and pos[k] > pos[q]
+  # Blocks of 4 with two copies: each full block has 6 (q, k) pairs with k
+  # after q; the noisy copy has 2 blocks, the clean copy 1 (the last is cut).
+  assert closed.sum() == 6 * 3
+  # With every in-block future key closed, a noisy slot sees what an AR sees.
+  noisy = np.nonzero(role == block_rows.NOISY)[0]
+  for q in noisy:
+    assert not causal[q, noisy[pos[noisy] > pos[q]]].any()
+
+
+def test_anneal_ratio_opens_linearly_and_the_loss_needs_the_step(model):
+  np.testing.assert_allclose(objectives.anneal_ratio(jnp.asarray([0, 25, 100, 400]), 100),
+                             [0.0, 0.25, 1.0, 1.0])
+  cfg = dataclasses.replace(OBJECTIVE, anneal_steps=100)
+  row = block_rows.block_row([10, 11, 12], list(range(20, 28)), 4, shift=True)
+  batch = as_batch(row)
+  rng = jax.random.key(0)
+  at_end, _ = objectives.loss_fn(model, batch, rng, cfg, train=True, step=100)
+  plain, _ = objectives.loss_fn(model, batch, rng, OBJECTIVE, train=True)
+  assert float(at_end) == pytest.approx(float(plain), rel=1e-6)  # fully open = no annealing
+  at_start, _ = objectives.loss_fn(model, batch, rng, cfg, train=True, step=0)
+  assert float(at_start) != pytest.approx(float(plain), rel=1e-4)
+  with pytest.raises(ValueError, match="anneal_steps"):
+    objectives.loss_fn(model, batch, rng, cfg, train=True)
+
+
 def test_b1_with_shift_is_the_ar_loss(model):
   rng = np.random.default_rng(0)
   ctx, tgt = list(rng.integers(5, V, 10)), list(rng.integers(5, V, 7)) + [EOT]
