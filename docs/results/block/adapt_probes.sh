@@ -12,3 +12,4 @@ run b4lr --config.train.init_from=$Q/ar --config.train.init_step=300 --config.tr
 run b4from450 --config.train.init_from=$Q/ar --config.train.init_step=450 --config.train.steps=150 --config.diffusion.block_size=4 --config.optim.lr=1e-3
 run b4clip --config.train.init_from=$Q/ar --config.train.init_step=300 --config.train.steps=150 --config.diffusion.block_size=4 --config.optim.lr=1e-3 --config.diffusion.t_min=0.3 --config.diffusion.t_max=0.8
 run b8clip --config.train.init_from=$Q/ar --config.train.init_step=300 --config.train.steps=150 --config.diffusion.block_size=8 --config.optim.lr=1e-3 --config.diffusion.t_min=0.3 --config.diffusion.t_max=0.8
+run b4anneal100 --config.train.init_from=$Q/ar --config.train.init_step=300 --config.train.steps=150 --config.diffusion.block_size=4 --config.optim.lr=1e-3 --config.diffusion.anneal_steps=100
