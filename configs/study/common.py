@@ -2,9 +2,9 @@
 
 from mdlm_wm.config import base_config
 
-# Sized so that all three models train in about 90 minutes in total on the
-# 2-core CPU box (MDLM S ~4.5k, AR S ~4.9k, AR 4x ~2.0k tokens/s measured):
-# the 4x model costs as much as the two S models together.
+# Throughput on the 2-core CPU box (640-token rows): MDLM S ~4.5k, AR S ~4.9k,
+# AR 4x ~2.0k tokens/s, so the 4x model costs as much as two S models; at
+# 832-token rows (anchors whole) a step costs ~1.3x more (not re-timed).
 # Model S: 1.12M params with a 4096-piece vocabulary (tied embeddings).
 SIZE_S = dict(d_model=128, n_layers=3, n_heads=4, n_kv_heads=2, d_ff=384)
 # 4x S: 4.39M params (3.96 x S).
@@ -13,7 +13,7 @@ SIZE_4X = dict(d_model=256, n_layers=4, n_heads=4, n_kv_heads=2, d_ff=832)
 
 # The MDLMs start from AR S's checkpoint at this step and train the rest of
 # the 700 (launch/study.sh passes --config.train.init_from/init_step/steps),
-# so every model sees the same 700 x 16 rows of 640 tokens.
+# so every model sees the same 700 x 16 rows of 832 tokens.
 AR_START_STEPS = 500
 
 
@@ -24,15 +24,18 @@ def study_config(objective: str, size: dict, block_size: int = 8):
   cfg.corpus.holdout_envs = "calendar"
   cfg.corpus.tokenizer_vocab = 4096
   cfg.data.batch_size = 16
-  cfg.data.seq_len = 640
-  cfg.data.max_context_len = 384
+  # 576 context tokens keep all five anchors (s0, task, tools, rules, steer)
+  # whole in 98.8% of the training examples (files, household, lab 100%, shop
+  # 93%; `launch.check_data --config=...`); 384 kept them in 64% (shop 0%).
+  cfg.data.seq_len = 832
+  cfg.data.max_context_len = 576
   cfg.data.max_target_len = 128
   cfg.data.history_len = 1
   for key, value in size.items():
     cfg.model[key] = value
   cfg.optim.lr = 2e-3
   cfg.optim.warmup_steps = 70
-  cfg.train.steps = 700  # 700 x 16 x 640 = 7.17M row tokens for every model
+  cfg.train.steps = 700  # 700 x 16 x 832 = 9.32M row tokens for every model
   cfg.train.log_every = 25
   cfg.train.eval_every = 175
   cfg.train.checkpoint_every = 100
