@@ -5,6 +5,7 @@ r"""Evaluates a world model, or a file of predictions, on a trajectory file.
       [--num_samples=4] [--max_examples=200] [--save_predictions=FILE] \
       [--steps=64] [--temperature=0.7] [--top_p=0.9] [--confidence=margin] \
       [--block_size=8] [--cfg_scale=1.5]   (sampler flags; default: the model's config)
+      [--ablate=tools,rules]   (anchors hidden from the model; the checks still read them)
   python -m launch.evaluate --predictions=samples.jsonl --data=test.jsonl --out=report.json
   python -m launch.evaluate --baseline=copy|twin --data=test.jsonl --out=copy.json \
       [--max_examples=200]
@@ -26,6 +27,7 @@ import time
 from absl import app, flags
 
 from launch import sampler_flags
+from mdlm_wm.data import serialize
 from mdlm_wm.eval import baselines
 from mdlm_wm.eval import evaluate as ev
 from mdlm_wm.utils import errors
@@ -43,6 +45,8 @@ flags.DEFINE_integer("max_examples", 0, "Score at most this many transitions (0:
 flags.DEFINE_integer("max_rollouts", 32, "Episodes replayed for rollout consistency.")
 flags.DEFINE_integer("max_steered", 64, "Steered transitions re-predicted without z.")
 flags.DEFINE_integer("seed", 0, "Sampling seed.")
+flags.DEFINE_string("ablate", "", "Anchors hidden from the model (comma-separated of s0, task, "
+                    "tools, rules, steer): it predicts without them, checks still read them.")
 flags.DEFINE_string("save_predictions", None, "Also write the model's (or baseline's) "
                     "samples here (JSONL; launch.compare pairs two such files).")
 
@@ -56,6 +60,9 @@ def main(argv):
                       seed=FLAGS.seed, max_rollouts=FLAGS.max_rollouts,
                       max_steered=FLAGS.max_steered)
   with errors.reported():
+    ablated = serialize.parse_anchors(FLAGS.ablate, "--ablate")
+    if ablated and not FLAGS.workdir:
+      raise app.UsageError("--ablate needs --workdir (it changes what a model reads)")
     if FLAGS.baseline:
       _, examples = ev.load_examples(FLAGS.data, 0, cfg.max_examples)
       run = baselines.evaluate_baseline(FLAGS.baseline, examples, cfg)
@@ -77,10 +84,12 @@ def main(argv):
       wm = WorldModel.load(FLAGS.workdir)
       overrides = sampler_flags.overrides()
       wm.decode_config(**overrides)  # a bad setting fails before any sampling
-      predict = lambda trs, steers, g, seed: wm.generate(trs, num_samples=g, seed=seed,
-                                                         steers=list(steers), **overrides)
-      rollout = lambda spec, actions, seed: wm.rollout(spec, actions, num_samples=1, seed=seed,
-                                                       **overrides)[0]
+      predict = lambda trs, steers, g, seed: wm.generate(
+          [serialize.ablate(tr, ablated) for tr in trs], num_samples=g, seed=seed,
+          steers=list(steers), **overrides)
+      rollout = lambda spec, actions, seed: wm.rollout(
+          serialize.ablate(serialize.Transition(spec, (), "", ""), ablated).spec, actions,
+          num_samples=1, seed=seed, **overrides)[0]
       episodes, examples = ev.load_examples(FLAGS.data, wm.cfg.data.history_len,
                                             cfg.max_examples)
       t0 = time.perf_counter()
@@ -92,6 +101,7 @@ def main(argv):
       report = ev.evaluate(examples, predictions, episodes=episodes, predict=predict,
                            rollout=rollout, cfg=cfg)
       source = {"workdir": os.path.abspath(FLAGS.workdir), "objective": wm.objective,
+                "ablated": list(ablated),
                 "params": wm.num_params, "sample": {**wm.cfg.sample.to_dict(), **overrides},
                 # Includes compilation: a rough figure; launch.bench measures latency.
                 "seconds_per_transition": seconds}

@@ -25,7 +25,7 @@ from ml_collections import config_dict
 from mdlm_wm.ar import decode as ar_decode
 from mdlm_wm.data.block_rows import check_seq_len
 from mdlm_wm.data.schema import SPLITS
-from mdlm_wm.data.serialize import TOOLS_FORMATS
+from mdlm_wm.data.serialize import TOOLS_FORMATS, parse_anchors
 from mdlm_wm.diffusion import block_sampler
 from mdlm_wm.diffusion import sampler as mdlm_sampler
 from mdlm_wm.diffusion.schedule import SCHEDULES
@@ -77,6 +77,9 @@ def base_config() -> ml_collections.ConfigDict:
   # Tool schemas as one signature line per tool (data/serialize.py); "json":
   # the full JSON schema, as models trained before the signature line read them.
   c.data.tools_format = "signature"
+  # Anchors the model never reads (comma-separated of s0, task, tools, rules,
+  # steer): the training-time half of an anchor ablation.
+  c.data.ablate = ""
   c.data.read_threads = 2
 
   # The backbone's fields and defaults (model/transformer.py ModelConfig; the
@@ -178,6 +181,7 @@ def validate(cfg) -> None:
     _check(d[key] >= 1, f"data.{key}", "must be >= 1")
   _check(d.history_len >= 0, "data.history_len", "must be >= 0")
   _check(tools_format(cfg) in TOOLS_FORMATS, "data.tools_format", f"must be one of {TOOLS_FORMATS}")
+  parse_anchors(d.get("ablate", ""), "data.ablate")
   _check(d.max_target_len >= 2, "data.max_target_len", "must be >= 2")
   with _library_rules("data"):  # the pipeline's rule: MDLM rows hold the target twice
     check_seq_len(d.seq_len, d.max_context_len, d.max_target_len, block=block_size(cfg) > 0)

@@ -69,7 +69,8 @@ class WorldModel:
     self.objective = cfg.objective
     self.canvas_len = cfg.data.max_target_len
     self.serializer = Serializer(tokenizer, cfg.data.max_context_len, cfg.data.max_target_len,
-                                 cfg.data.history_len, config_lib.tools_format(cfg))
+                                 cfg.data.history_len, config_lib.tools_format(cfg),
+                                 cfg.data.get("ablate", ""))
     self.num_params = config_lib.model_config(cfg, tokenizer.vocab_size).num_params()
     # (block size, shift) of a block-diffusion MDLM, as trained; None otherwise.
     self.block = ((config_lib.block_size(cfg), bool(cfg.diffusion.shift))

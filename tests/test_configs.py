@@ -98,3 +98,7 @@ def test_tool_schemas_are_read_as_the_model_was_trained():
   cfg.data.tools_format = "yaml"
   with pytest.raises(ValueError, match="data.tools_format"):
     config_lib.validate(cfg)
+  cfg = config_lib.base_config()
+  cfg.data.ablate = "tools,rule"
+  with pytest.raises(ValueError, match=r"data.ablate: unknown anchor\(s\) \['rule'\]"):
+    config_lib.validate(cfg)

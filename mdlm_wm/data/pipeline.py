@@ -122,6 +122,7 @@ class PipelineConfig:
   max_target_len: int
   history_len: int = 2
   tools_format: str = "signature"  # data/serialize.py TOOLS_FORMATS
+  ablate: tuple[str, ...] = ()  # anchors never read (data/serialize.py ANCHORS)
   # > 0: block-diffusion rows with blocks of this many slots (>= max_target_len:
   # the full canvas); 0: plain [context][target] rows (the AR objective).
   block_size: int = 0
@@ -182,7 +183,7 @@ def make_dataset(paths: str | Sequence[str], tokenizer: Tokenizer, cfg: Pipeline
   cfg.validate()
   src = source or TransitionSource(paths, cfg.history_len)
   serializer = Serializer(tokenizer, cfg.max_context_len, cfg.max_target_len, cfg.history_len,
-                          cfg.tools_format)
+                          cfg.tools_format, cfg.ablate)
   to_row = _ToRow(serializer, cfg)
   ds = grain.MapDataset.source(src)
   if cfg.shuffle:

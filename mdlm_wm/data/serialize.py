@@ -92,6 +92,31 @@ class Serialized:
   steer_span: tuple[int, int] = (0, 0)
 
 
+# The five global anchors, by the names the flags and configs use, and the
+# Spec field each one is.
+ANCHORS = {"s0": "initial_state", "task": "task", "tools": "tools", "rules": "rules",
+           "steer": "steer"}
+
+
+def parse_anchors(names: str | Sequence[str], key: str) -> tuple[str, ...]:
+  """"tools,rules" -> ("tools", "rules"); an unknown name is a ValueError naming `key`."""
+  items = [n.strip() for n in (names.split(",") if isinstance(names, str) else names)]
+  items = [n for n in items if n]
+  bad = [n for n in items if n not in ANCHORS]
+  if bad:
+    raise ValueError(f"{key}: unknown anchor(s) {bad}; choose from {sorted(ANCHORS)}")
+  return tuple(items)
+
+
+def ablate(tr: Transition, anchors: Sequence[str]) -> Transition:
+  """`tr` with the named anchors emptied (an anchor ablation: the model is
+  asked for s_{t+1} without them; checks still read the full spec)."""
+  if not anchors:
+    return tr
+  empty = {ANCHORS[a]: () if a in ("tools", "rules") else "" for a in anchors}
+  return dataclasses.replace(tr, spec=dataclasses.replace(tr.spec, **empty))
+
+
 def transition_at(ep: Episode, k: int, history_len: int) -> Transition:
   """Step k of an episode with up to `history_len` earlier (state, action) pairs."""
   step = ep.steps[k]
@@ -152,7 +177,8 @@ class Serializer:
   """Turns transitions into token ids with a fixed, counted truncation policy."""
 
   def __init__(self, tokenizer: Tokenizer, max_context_len: int, max_target_len: int,
-               history_len: int = 2, tools_format: str = "signature"):
+               history_len: int = 2, tools_format: str = "signature",
+               ablate: Sequence[str] = ()):
     if max_target_len < 2:
       raise ValueError(f"max_target_len must be >= 2, got {max_target_len}")
     if max_context_len < 9:
@@ -164,6 +190,8 @@ class Serializer:
     if tools_format not in TOOLS_FORMATS:
       raise ValueError(f"tools_format: must be one of {TOOLS_FORMATS}, got {tools_format!r}")
     self.tools_format = tools_format
+    # Anchors this model never reads (a training-time ablation, data.ablate).
+    self.ablate = parse_anchors(ablate, "data.ablate")
     self._spec_cache: dict[int, dict[str, list[int]]] = {}
 
   def _spec_ids(self, spec: Spec) -> dict[str, list[int]]:
@@ -188,6 +216,7 @@ class Serializer:
     """Token ids of `tr`; `steer` overrides spec.steer (e.g. "" to drop it)."""
     m = self.tok.marker_ids
     cut = Truncation(examples=1)
+    tr = ablate(tr, self.ablate)
     spec_ids = self._spec_ids(tr.spec)
     segs = {k: list(spec_ids[k]) for k in ("s0", "task", "tools", "rules", "steer")}
     if steer is not None:

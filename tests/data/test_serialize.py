@@ -2,7 +2,8 @@ import pytest
 
 from mdlm_wm.data import schema
 from mdlm_wm.data.schema import Tool
-from mdlm_wm.data.serialize import Serializer, Transition, render_tool, transitions
+from mdlm_wm.data.serialize import (Serializer, Transition, ablate, parse_anchors, render_tool,
+                                    transitions)
 from mdlm_wm.data.tokenizer import SPECIAL_TOKENS, Tokenizer, train_tokenizer
 from tests.conftest import episode_dict
 
@@ -171,3 +172,18 @@ def test_anchor_cuts_are_counted_per_example(tok):
   keep = len(Serializer(tok, 10_000, 64, history_len=2).serialize(hist).context_ids)
   dropped = Serializer(tok, keep - 2, 64, history_len=2).serialize(hist).truncation
   assert dropped.history_pairs_dropped == 1 and dropped.anchors_cut == 0
+
+
+def test_an_ablated_anchor_is_never_read(tok):
+  tr = _transition(history=0)
+  assert tr.spec.rules and tr.spec.steer
+  full = Serializer(tok, 10_000, 64, history_len=0).serialize(tr)
+  out = Serializer(tok, 10_000, 64, history_len=0, ablate=("rules", "steer")).serialize(tr)
+  rules = len(tok.encode("\n".join(f"- {r}" for r in tr.spec.rules)))
+  steer = len(tok.encode(tr.spec.steer))
+  assert len(out.context_ids) == len(full.context_ids) - rules - steer
+  assert out.steer_span[0] == out.steer_span[1]  # nothing left for guidance to hide
+  assert ablate(tr, ["rules"]).spec.rules == () and ablate(tr, ["rules"]).spec.task == tr.spec.task
+  assert parse_anchors(" tools, s0 ", "k") == ("tools", "s0") and parse_anchors("", "k") == ()
+  with pytest.raises(ValueError, match=r"--ablate: unknown anchor\(s\) \['tool'\]"):
+    parse_anchors("tool", "--ablate")

@@ -62,11 +62,12 @@ def test_evaluate_cli_on_a_model_and_on_predictions(tiny_corpus, tmp_path):
   res = subprocess.run([sys.executable, "-m", "launch.evaluate", f"--workdir={workdir}",
                         f"--data={tiny_corpus}/test.jsonl", f"--out={out}", "--num_samples=2",
                         "--max_examples=10", "--steps=4", "--max_rollouts=2", "--max_steered=2",
-                        f"--save_predictions={tmp_path / 'samples.jsonl'}"],
+                        "--ablate=rules", f"--save_predictions={tmp_path / 'samples.jsonl'}"],
                        capture_output=True, text=True)
   assert res.returncode == 0, res.stderr[-2000:]
   report = json.loads(out.read_text())
   assert report["source"]["objective"] == "mdlm" and report["examples"] == 10
+  assert report["source"]["ablated"] == ["rules"]
   assert set(report["rollout"]["pass_by_horizon"]) <= {"1", "2", "4", "8"}
   # The saved samples score exactly as the model did.
   rescored = subprocess.run([sys.executable, "-m", "launch.evaluate",
@@ -104,3 +105,7 @@ def test_evaluate_cli_scores_the_copy_baseline(tiny_corpus, tmp_path):
                          f"--predictions={saved}", f"--data={tiny_corpus}/test.jsonl",
                          f"--out={tmp_path / 'x.json'}"], capture_output=True, text=True)
   assert both.returncode != 0 and "exactly one of" in both.stderr
+  ablated = subprocess.run([sys.executable, "-m", "launch.evaluate", "--baseline=copy",
+                            "--ablate=tools", f"--data={tiny_corpus}/test.jsonl",
+                            f"--out={tmp_path / 'y.json'}"], capture_output=True, text=True)
+  assert ablated.returncode != 0 and "--ablate needs --workdir" in ablated.stderr
