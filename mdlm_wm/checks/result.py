@@ -34,7 +34,12 @@ class CheckResult:
 
   @property
   def revealed_valid(self) -> float:
-    """Fraction of constraints on revealed content satisfied (1.0 when none)."""
+    """Fraction of constraints on revealed content satisfied (1.0 when none);
+    0.0 for a state that does not parse (its `format` fact fails): none of
+    its invented content can be read, so none of it is valid. Without this,
+    unparseable text scored a perfect 1.0, above any real state."""
+    if self.determined.get("format") is False:
+      return 0.0
     return _mean(self.constraints)
 
   @property

@@ -130,3 +130,21 @@ def test_real_environments_are_graded_by_their_adapter_check(monkeypatch):
   stayed = score_prediction("textworld/explore", spec, step,
                             "You are in the hall.\n[location: hall | score: 0]")
   assert stayed["pass"] == 0.0 and stayed["revealed_valid"] < 1.0 and stayed["determined_acc"] == 1.0
+
+
+def test_unparseable_text_invents_nothing_valid():
+  from mdlm_wm.checks.result import CheckResult
+  # Without the rule, text with no readable content met "every constraint" (none).
+  garbage = CheckResult({"format": False, "room": False}, {}, {})
+  assert garbage.revealed_valid == 0.0 and not garbage.passed
+  assert CheckResult({"format": True}, {}, {}).revealed_valid == 1.0  # nothing to check
+  assert CheckResult({"room": True}, {}, {"ids_new": False}).revealed_valid == 0.0
+  # Every built-in environment: garbage scores 0 on constraints, its reference 1.
+  from mdlm_wm import corpus
+  cfg = corpus.CorpusConfig(envs=("calendar", "shop"), episodes_per_env=1)
+  for env in cfg.envs:
+    ep = next(corpus.generate(cfg, env, 0, 1))
+    step = ep.steps[0]
+    junk = score_prediction(env, ep.spec, step, '{"status": 2000": "": "",')
+    assert junk["revealed_valid"] == 0.0 and junk["pass"] == 0.0, env
+    assert score_prediction(env, ep.spec, step, step.next_state)["revealed_valid"] == 1.0, env
