@@ -12,7 +12,12 @@ rows = []
 for ep in schema.load_episodes(data):
   for k, tr in enumerate(transitions(ep, wm.cfg.data.history_len)):
     rows.append((ep, k, tr))
-rows = rows[:limit] if limit else rows
+if limit:  # round-robin over environments, as launch.evaluate --max_examples takes them
+  by_env = {}
+  for row in rows:
+    by_env.setdefault(row[0].env, []).append(row)
+  groups = list(by_env.values())
+  rows = [g[i] for i in range(max(map(len, groups))) for g in groups if i < len(g)][:limit]
 t0 = time.time()
 with open(out + ".tmp", "w") as f:
   for i in range(0, len(rows), 32):
