@@ -88,9 +88,15 @@ def test_reward_fn_sees_the_transition_and_done_terminates(models, specs):
   s1, r1, term1, trunc1, info1 = env.step("look")
   s2, r2, term2, trunc2, info2 = env.step("take key")
   assert (r1, term1, trunc1, r2, term2, trunc2) == (0.5, False, False, 1.0, True, False)
-  assert calls[0] == (specs[0], (), s0, "look", s1)
-  assert calls[1] == (specs[0], ((s0, "look"),), s1, "take key", s2)
-  assert judged == [s1, s2]
+  # reward_fn and done read the model's own text; the agent sees it within the
+  # observation charset (an untrained model's byte-fallback output can leave it).
+  raw1, raw2 = calls[0][4], calls[1][4]
+  shown = lambda text: "".join(c if c in env.observation_space.character_set
+                               else REPLACEMENT_CHAR for c in text)
+  assert (shown(raw1), shown(raw2)) == (s1, s2)
+  assert calls[0] == (specs[0], (), s0, "look", raw1)
+  assert calls[1] == (specs[0], ((s0, "look"),), raw1, "take key", raw2)
+  assert judged == [raw1, raw2]
   assert info["step"] == 0 and info1["step"] == 1 and info2["step"] == 2
   assert info1["sample_seed"] != info2["sample_seed"]
   with pytest.raises(RuntimeError, match="call reset"):
