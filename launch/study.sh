@@ -50,7 +50,8 @@ done
 for m in $MODELS; do
   for split in test heldout_env; do
     evaluate "$OUT/$m.$split.json" --workdir="$OUT/$m" --data="$D/$split.jsonl" \
-        --num_samples=4 --max_examples="$EXAMPLES" --max_rollouts=16 --max_steered=32
+        --num_samples=4 --max_examples="$EXAMPLES" --max_rollouts=16 --max_steered=32 \
+        --save_predictions="$OUT/$m.$split.predictions.jsonl"  # re-scorable when checks change
   done
 done
 for t in 2 4 8; do  # denoising steps per block of 8
