@@ -85,11 +85,10 @@ def main(argv):
       overrides = sampler_flags.overrides()
       wm.decode_config(**overrides)  # a bad setting fails before any sampling
       predict = lambda trs, steers, g, seed: wm.generate(
-          [serialize.ablate(tr, ablated) for tr in trs], num_samples=g, seed=seed,
-          steers=list(steers), **overrides)
+          [dataclasses.replace(tr, spec=serialize.ablate(tr.spec, ablated)) for tr in trs],
+          num_samples=g, seed=seed, steers=list(steers), **overrides)
       rollout = lambda spec, actions, seed: wm.rollout(
-          serialize.ablate(serialize.Transition(spec, (), "", ""), ablated).spec, actions,
-          num_samples=1, seed=seed, **overrides)[0]
+          serialize.ablate(spec, ablated), actions, num_samples=1, seed=seed, **overrides)[0]
       episodes, examples = ev.load_examples(FLAGS.data, wm.cfg.data.history_len,
                                             cfg.max_examples)
       t0 = time.perf_counter()

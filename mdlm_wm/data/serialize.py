@@ -108,13 +108,14 @@ def parse_anchors(names: str | Sequence[str], key: str) -> tuple[str, ...]:
   return tuple(items)
 
 
-def ablate(tr: Transition, anchors: Sequence[str]) -> Transition:
-  """`tr` with the named anchors emptied (an anchor ablation: the model is
-  asked for s_{t+1} without them; checks still read the full spec)."""
+def ablate(spec: Spec, anchors: Sequence[str]) -> Spec:
+  """`spec` with the named anchors emptied: an evaluation-time anchor ablation
+  (the model is asked for s_{t+1} without them; checks still read the full
+  spec). A Serializer's own `ablate` drops them from every context instead."""
   if not anchors:
-    return tr
-  empty = {ANCHORS[a]: () if a in ("tools", "rules") else "" for a in anchors}
-  return dataclasses.replace(tr, spec=dataclasses.replace(tr.spec, **empty))
+    return spec
+  return dataclasses.replace(spec, **{ANCHORS[a]: () if a in ("tools", "rules") else ""
+                                      for a in anchors})
 
 
 def transition_at(ep: Episode, k: int, history_len: int) -> Transition:
@@ -216,11 +217,12 @@ class Serializer:
     """Token ids of `tr`; `steer` overrides spec.steer (e.g. "" to drop it)."""
     m = self.tok.marker_ids
     cut = Truncation(examples=1)
-    tr = ablate(tr, self.ablate)
     spec_ids = self._spec_ids(tr.spec)
-    segs = {k: list(spec_ids[k]) for k in ("s0", "task", "tools", "rules", "steer")}
+    segs = {k: list(spec_ids[k]) for k in ANCHORS}
     if steer is not None:
       segs["steer"] = self.tok.encode(steer)
+    for anchor in self.ablate:  # after the steer override, which must not restore it
+      segs[anchor] = []
     history = [(self.tok.encode(s), self.tok.encode(a)) for s, a in tr.history[-self.history_len:]
                ] if self.history_len else []
     state = self.tok.encode(tr.state)

@@ -183,7 +183,11 @@ def test_an_ablated_anchor_is_never_read(tok):
   steer = len(tok.encode(tr.spec.steer))
   assert len(out.context_ids) == len(full.context_ids) - rules - steer
   assert out.steer_span[0] == out.steer_span[1]  # nothing left for guidance to hide
-  assert ablate(tr, ["rules"]).spec.rules == () and ablate(tr, ["rules"]).spec.task == tr.spec.task
+  assert ablate(tr.spec, ["rules"]).rules == () and ablate(tr.spec, ["rules"]).task == tr.spec.task
+  # A steer given at call time (guidance, the gym env) cannot bring an ablated one back.
+  again = Serializer(tok, 10_000, 64, history_len=0, ablate=("rules", "steer")).serialize(
+      tr, steer="go north")
+  assert again.context_ids == out.context_ids
   assert parse_anchors(" tools, s0 ", "k") == ("tools", "s0") and parse_anchors("", "k") == ()
   with pytest.raises(ValueError, match=r"--ablate: unknown anchor\(s\) \['tool'\]"):
     parse_anchors("tool", "--ablate")
