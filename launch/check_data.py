@@ -12,6 +12,7 @@ problem (file:line: key: message, up to 20 per file) otherwise; exits 2 when
 the --tokenizer cannot be loaded. Never writes.
 """
 
+import itertools
 import sys
 
 from absl import app, flags
@@ -19,7 +20,6 @@ from ml_collections import config_flags
 
 from mdlm_wm import config as config_lib
 from mdlm_wm.data import schema, stats as stats_lib
-from mdlm_wm.data.serialize import Serializer, Truncation
 from mdlm_wm.data.tokenizer import Tokenizer
 from mdlm_wm.utils import errors as errors_lib
 
@@ -64,14 +64,11 @@ def main(argv):
   print(stats_lib.format_table(totals, tokenizer is not None))
   if cfg is not None:
     d = cfg.data
-    serializer = Serializer(tokenizer, d.max_context_len, d.max_target_len, d.history_len,
-                            config_lib.tools_format(cfg))
-    table: dict = {}
-    for path in paths:
-      for env, t in stats_lib.truncation_by_env(schema.iter_episodes(path), serializer).items():
-        table.setdefault(env, Truncation()).add(t)
+    episodes = itertools.chain.from_iterable(schema.iter_episodes(p) for p in paths)
+    table = stats_lib.truncation_by_env(episodes, config_lib.serializer(cfg, tokenizer))
     print(f"\ntruncation at max_context_len {d.max_context_len}, max_target_len "
-          f"{d.max_target_len}, history_len {d.history_len}, tools {config_lib.tools_format(cfg)}:")
+          f"{d.max_target_len}, history_len {d.history_len}, tools {config_lib.tools_format(cfg)}"
+          f", ablated {list(config_lib.ablated(cfg))}:")
     print(stats_lib.format_truncation(table))
   print(f"OK: {len(paths)} file(s)")
   return 0

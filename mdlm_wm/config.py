@@ -25,7 +25,7 @@ from ml_collections import config_dict
 from mdlm_wm.ar import decode as ar_decode
 from mdlm_wm.data.block_rows import check_seq_len
 from mdlm_wm.data.schema import SPLITS
-from mdlm_wm.data.serialize import TOOLS_FORMATS, parse_anchors
+from mdlm_wm.data.serialize import TOOLS_FORMATS, Serializer, parse_anchors
 from mdlm_wm.diffusion import block_sampler
 from mdlm_wm.diffusion import sampler as mdlm_sampler
 from mdlm_wm.diffusion.schedule import SCHEDULES
@@ -181,7 +181,7 @@ def validate(cfg) -> None:
     _check(d[key] >= 1, f"data.{key}", "must be >= 1")
   _check(d.history_len >= 0, "data.history_len", "must be >= 0")
   _check(tools_format(cfg) in TOOLS_FORMATS, "data.tools_format", f"must be one of {TOOLS_FORMATS}")
-  parse_anchors(d.get("ablate", ""), "data.ablate")
+  ablated(cfg)  # raises naming data.ablate
   _check(d.max_target_len >= 2, "data.max_target_len", "must be >= 2")
   with _library_rules("data"):  # the pipeline's rule: MDLM rows hold the target twice
     check_seq_len(d.seq_len, d.max_context_len, d.max_target_len, block=block_size(cfg) > 0)
@@ -509,6 +509,19 @@ def tools_format(cfg) -> str:
   """How the model reads tool schemas; "json" for a config from before the
   signature line (data.tools_format), so an old workdir sees what it trained on."""
   return cfg.data.get("tools_format", "json")
+
+
+def ablated(cfg) -> tuple[str, ...]:
+  """The anchors a model of this config never reads (data.ablate; none for a
+  config from before the key)."""
+  return parse_anchors(cfg.data.get("ablate", ""), "data.ablate")
+
+
+def serializer(cfg, tokenizer) -> Serializer:
+  """The serializer a model of this config reads its contexts with."""
+  d = cfg.data
+  return Serializer(tokenizer, d.max_context_len, d.max_target_len, d.history_len,
+                    tools_format(cfg), ablated(cfg))
 
 
 def is_block_model(cfg) -> bool:

@@ -26,7 +26,7 @@ import numpy as np
 from mdlm_wm import config as config_lib
 from mdlm_wm.ar import decode as ar_decode
 from mdlm_wm.data.schema import Spec
-from mdlm_wm.data.serialize import Serializer, Transition
+from mdlm_wm.data.serialize import Transition
 from mdlm_wm.data.tokenizer import Tokenizer
 from mdlm_wm.diffusion import block_sampler
 from mdlm_wm.diffusion import sampler as mdlm_sampler
@@ -68,9 +68,7 @@ class WorldModel:
     self.graphdef, self.params, self.tokenizer, self.cfg = graphdef, params, tokenizer, cfg
     self.objective = cfg.objective
     self.canvas_len = cfg.data.max_target_len
-    self.serializer = Serializer(tokenizer, cfg.data.max_context_len, cfg.data.max_target_len,
-                                 cfg.data.history_len, config_lib.tools_format(cfg),
-                                 cfg.data.get("ablate", ""))
+    self.serializer = config_lib.serializer(cfg, tokenizer)
     self.num_params = config_lib.model_config(cfg, tokenizer.vocab_size).num_params()
     # (block size, shift) of a block-diffusion MDLM, as trained; None otherwise.
     self.block = ((config_lib.block_size(cfg), bool(cfg.diffusion.shift))

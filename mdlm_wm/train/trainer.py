@@ -33,7 +33,7 @@ from jax.experimental import multihost_utils
 
 from mdlm_wm import config as config_lib
 from mdlm_wm.data import pipeline
-from mdlm_wm.data.serialize import Truncation, parse_anchors
+from mdlm_wm.data.serialize import Truncation
 from mdlm_wm.data.tokenizer import Tokenizer
 from mdlm_wm.model import sharding
 from mdlm_wm.model.transformer import ModelConfig
@@ -76,7 +76,7 @@ def pipeline_config(cfg, *, batch_size: int | None = None, seed_offset: int = 0,
       batch_size=batch_size or d.batch_size, seq_len=d.seq_len,
       max_context_len=d.max_context_len, max_target_len=d.max_target_len,
       history_len=d.history_len, tools_format=config_lib.tools_format(cfg),
-      ablate=parse_anchors(d.get("ablate", ""), "data.ablate"),
+      ablate=config_lib.ablated(cfg),
       block_size=config_lib.block_size(cfg),
       shift=bool(cfg.diffusion.get("shift", False)), seed=cfg.seed + seed_offset,
       num_epochs=num_epochs, shuffle=shuffle, read_threads=d.read_threads)
