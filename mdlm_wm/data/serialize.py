@@ -24,8 +24,8 @@ Tool schemas are written one signature line per tool (`tools_format`
 type is `str`, `int`, `num`, `bool`, `[T]` for an array, `a|b|c` for an
 enum, a string parameter's own description in its place (`date: YYYY-MM-DD`)
 and `>=n` / `<=n` bounds appended; `?` marks a parameter not required. About
-a third of the JSON schema's tokens, with what a world model needs to judge a
-call. "json" writes `name: description {JSON schema}` (models trained before
+60% of the JSON schema's tokens (measured on the shop and calendar tools),
+with what a world model needs to judge a call. "json" writes `name: description {JSON schema}` (models trained before
 the signature line; their configs lack `data.tools_format`).
 """
 
@@ -150,14 +150,18 @@ def _param_type(schema: Mapping[str, Any]) -> str:
   return out
 
 
+def check_tools_format(tools_format: str) -> None:
+  if tools_format not in TOOLS_FORMATS:
+    raise ValueError(f"tools_format: must be one of {TOOLS_FORMATS}, got {tools_format!r}")
+
+
 def render_tool(tool: Tool, tools_format: str = "signature") -> str:
   """A tool schema as one line (see the module docstring): the model reads every byte."""
+  check_tools_format(tools_format)
   if tools_format == "json":
     params = json.dumps(tool.parameters, ensure_ascii=False, sort_keys=True,
                         separators=(",", ":"))
     return f"{tool.name}: {tool.description} {params}".strip()
-  if tools_format != "signature":
-    raise ValueError(f"tools_format: must be one of {TOOLS_FORMATS}, got {tools_format!r}")
   props = tool.parameters.get("properties", {}) or {}
   required = list(tool.parameters.get("required", []) or [])
   # Required parameters first, in the schema's required order (a call's natural order).
@@ -188,8 +192,7 @@ class Serializer:
     self.max_context_len = max_context_len
     self.max_target_len = max_target_len
     self.history_len = history_len
-    if tools_format not in TOOLS_FORMATS:
-      raise ValueError(f"tools_format: must be one of {TOOLS_FORMATS}, got {tools_format!r}")
+    check_tools_format(tools_format)  # now, not at the first spec with tools
     self.tools_format = tools_format
     # Anchors this model never reads (a training-time ablation, data.ablate).
     self.ablate = parse_anchors(ablate, "data.ablate")
