@@ -11,7 +11,9 @@ A world model is graded only on what it can know:
     search lists products whose names match the query, `count` equals the
     items listed, a container holds objects of the world's kinds).
 Each entry maps a readable name (`field:location`, `include:apple`,
-`count_matches_items`) to whether the prediction satisfies it.
+`count_matches_items`) to whether the prediction satisfies it. Every
+environment's checker states whether the prediction parses as its
+determined fact `FORMAT`; `revealed_valid` reads it.
 """
 
 from __future__ import annotations
@@ -19,6 +21,8 @@ from __future__ import annotations
 import dataclasses
 import re
 from collections.abc import Mapping
+
+FORMAT = "format"  # the determined fact: the prediction parses as this environment's state
 
 
 @dataclasses.dataclass(frozen=True)
@@ -38,7 +42,7 @@ class CheckResult:
     0.0 for a state that does not parse (its `format` fact fails): none of
     its invented content can be read, so none of it is valid. Without this,
     unparseable text scored a perfect 1.0, above any real state."""
-    if self.determined.get("format") is False:
+    if self.determined.get(FORMAT) is False:
       return 0.0
     return _mean(self.constraints)
 

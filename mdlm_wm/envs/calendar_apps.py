@@ -62,7 +62,7 @@ import re
 from typing import Any, NamedTuple
 
 from mdlm_wm.checks import generic
-from mdlm_wm.checks.result import CheckResult, parse_status_line
+from mdlm_wm.checks.result import FORMAT, CheckResult, parse_status_line
 from mdlm_wm.data.schema import Checks, Spec, Step
 from mdlm_wm.envs import toolcall
 from mdlm_wm.envs.base import Env, StepResult
@@ -1126,7 +1126,7 @@ def _check(spec: Spec, step: Step, prediction: str) -> CheckResult:
   obj, footer = _parse(prediction)
   entries = generic.fact_entries(checks, prediction,
                                  lambda k, v: _lookup(obj, footer, k) == v)
-  determined = {"format": obj is not None and footer is not None, **entries.determined}
+  determined = {FORMAT: obj is not None and footer is not None, **entries.determined}
   revealed = dict(entries.revealed)
   world = _world(spec)
   # A spec whose first state is not a calendar account leaves the rules unknown.

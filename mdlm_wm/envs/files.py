@@ -83,7 +83,7 @@ import shlex
 from collections.abc import Callable
 
 from mdlm_wm.checks import generic
-from mdlm_wm.checks.result import CheckResult, parse_status_line
+from mdlm_wm.checks.result import FORMAT, CheckResult, parse_status_line
 from mdlm_wm.data.schema import Checks, Spec, Step
 from mdlm_wm.envs.base import Env, StepResult
 
@@ -1419,7 +1419,7 @@ class FilesEnv(Env):
     constraints = _constraints(step, body, facts)
     if status is None:
       constraints = {name: False for name in constraints}
-    return CheckResult({"format": status is not None, **entries.determined}, entries.revealed,
+    return CheckResult({FORMAT: status is not None, **entries.determined}, entries.revealed,
                        constraints)
 
   @classmethod

@@ -64,7 +64,7 @@ import re
 from collections.abc import Mapping
 
 from mdlm_wm.checks import generic
-from mdlm_wm.checks.result import CheckResult, parse_status_line
+from mdlm_wm.checks.result import FORMAT, CheckResult, parse_status_line
 from mdlm_wm.data.schema import Checks, Spec, Step
 from mdlm_wm.envs.base import Env, StepResult
 
@@ -898,7 +898,7 @@ def _check(step: Step, prediction: str) -> CheckResult:
   ref = _parse_view(step.next_state)
   new_room = checks.is_revealed_field("open")
   first_look = checks.is_revealed_field("visible")
-  determined = {"format": status is not None and view is not None}
+  determined = {FORMAT: status is not None and view is not None}
   revealed: dict[str, bool] = {}
   for key, value in checks.fields.items():
     if key == "open":  # which containers are open, in any order.

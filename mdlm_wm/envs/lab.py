@@ -61,7 +61,7 @@ import random
 import re
 
 from mdlm_wm.checks import generic
-from mdlm_wm.checks.result import CheckResult, parse_status_line
+from mdlm_wm.checks.result import FORMAT, CheckResult, parse_status_line
 from mdlm_wm.data.schema import Checks, Spec, Step
 from mdlm_wm.envs.base import Env, StepResult
 
@@ -987,7 +987,7 @@ def _check(spec: Spec, step: Step, prediction: str) -> CheckResult:
   checks = step.checks
   placement, status = _parse(prediction)
   facts = {**placement, **(status or {})}
-  determined = {"format": _well_formed(status)}
+  determined = {FORMAT: _well_formed(status)}
   revealed = {}
   for key, value in checks.fields.items():
     mine = facts.get(key.lower(), "")

@@ -56,7 +56,7 @@ import re
 from typing import Any
 
 from mdlm_wm.checks import generic
-from mdlm_wm.checks.result import CheckResult
+from mdlm_wm.checks.result import FORMAT, CheckResult
 from mdlm_wm.data.schema import Checks, Spec, Step
 from mdlm_wm.envs.base import Env, StepResult
 from mdlm_wm.envs.toolcall import (ToolCallError, ToolCallRejected, find_tool, format_tool_call,
@@ -971,7 +971,7 @@ class ShopEnv(Env):
     well_formed = obj is not None and list(obj)[-len(TAIL):] == list(TAIL)
     obj = obj or {}
     entries = generic.fact_entries(checks, low, lambda k, v: k in obj and _fact(obj[k]) == v)
-    return CheckResult({"format": well_formed, **entries.determined}, entries.revealed,
+    return CheckResult({FORMAT: well_formed, **entries.determined}, entries.revealed,
                        _constraints(spec, step, obj))
 
 

@@ -6,6 +6,7 @@ import json, sys, time, numpy as np
 from mdlm_wm.world_model import WorldModel
 from mdlm_wm.envs import registry
 from mdlm_wm.envs.score import score_prediction
+from mdlm_wm.checks.result import FORMAT
 from mdlm_wm.data import schema
 from mdlm_wm.data.serialize import transitions
 wd = sys.argv[1]; data = sys.argv[2]; settings = json.loads(sys.argv[3])
@@ -24,5 +25,5 @@ for s in settings:
     for (ep, k, _), (p,) in zip(chunk, preds):
       rows.append({**score_prediction(ep.env, ep.spec, ep.steps[k], p),
                    "parsed": float(registry.check_fn(ep.env)(ep.spec, ep.steps[k], p)
-                                   .determined.get("format", True))})
+                                   .determined.get(FORMAT, True))})
   print(s, f"{time.time()-t0:.0f}s", {k: round(float(np.mean([r[k] for r in rows])), 3) for k in ("parsed", "env", "pass", "pass_all", "determined_acc", "revealed_valid")}, flush=True)

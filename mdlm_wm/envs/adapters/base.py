@@ -42,7 +42,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import ClassVar
 
 from mdlm_wm.checks import generic
-from mdlm_wm.checks.result import CheckResult, parse_status_line
+from mdlm_wm.checks.result import FORMAT, CheckResult, parse_status_line
 from mdlm_wm.data.schema import SPLITS, Checks, Spec, Step
 from mdlm_wm.envs import base
 
@@ -101,7 +101,7 @@ def fact_result(checks: Checks, prediction: str,
   entries = generic.fact_entries(
       checks, prediction, lambda k, v: status is not None and same_value(status.get(k), v))
   well_formed = status is not None and all(k in status for k in checks.fields)
-  return CheckResult({"format": well_formed, **entries.determined}, entries.revealed, {})
+  return CheckResult({FORMAT: well_formed, **entries.determined}, entries.revealed, {})
 
 
 class RealEnv(base.Env):
