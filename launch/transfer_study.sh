@@ -5,8 +5,13 @@
 # in the AR world model, in the MDLM world model and in the real environment
 # (same episode budget); every agent evaluated in the REAL environments on
 # test games no model saw; the world models' one-step state checks on the
-# real test split; and, as an extra arm, an MDLM world model trained 3x as
-# many steps with its own GRPO arm. Each stage is skipped when its output
+# real test split; Word2World's protocol (launch.wm2real: the BC agent inside
+# each world model from the real games' starts, and its winning action
+# sequences replayed in the real games); and, as an optional extra arm, an
+# MDLM world model adapted longer with its own GRPO arm. The MDLM world model
+# follows the quickstart's recipe: the AR world model's step AR_START,
+# adapted to block diffusion for the rest of WM_STEPS (the same total
+# steps as the AR). Each stage is skipped when its output
 # exists, so a rerun resumes. Sized for a 2-core CPU (about 3 hours run one
 # stage at a time); scale with the variables.
 # STAGES=REGEX runs only the stages whose names match (to run independent ones
@@ -26,9 +31,10 @@ study() {
   GRPO_STEPS=${GRPO_STEPS:-20}       # agent GRPO steps of B x G = 4 x 4 episodes
   HORIZON=${HORIZON:-10}             # episode step limit, in GRPO and in evaluation
   EVAL_EPISODES=${EVAL_EPISODES:-100}  # test games per environment (fewer if it has fewer)
-  # An extra arm: an MDLM world model trained this many steps (0: none), since
-  # an MDLM needs several times an AR's training for the same quality.
-  MDLM_LONG_STEPS=${MDLM_LONG_STEPS:-1800}
+  AR_START=${AR_START:-300}          # the MDLM world model starts from the AR's step AR_START
+  # An extra arm: an MDLM world model adapted from the same AR start for this
+  # many steps in all (0: none).
+  MDLM_LONG_STEPS=${MDLM_LONG_STEPS:-0}
   mkdir -p "$OUT/eval" "$OUT/logs"
   TIMES=$OUT/times.tsv
   touch "$TIMES"
@@ -64,23 +70,33 @@ study() {
       --episodes_per_env=30 --episodes_per_task=80 --real_splits=train,valid:10,test:10 \
       --tokenizer_vocab=2048 --out_dir="$D"
 
-  # world_model NAME OBJECTIVE STEPS: trains OUT/NAME and scores it one step on
-  # the real environments' test split.
+  # world_model NAME OBJECTIVE STEPS [FLAGS...]: trains OUT/NAME and scores it
+  # one step on the real environments' test split.
   world_model() {
     local name=$1 obj=$2 steps=$3
+    shift 3
     stage "$name" "$OUT/$name/done" marked "$OUT/$name/done" python -m launch.train \
         --config=configs/quickstart.py --workdir="$OUT/$name" --config.objective="$obj" \
         --config.train.steps="$steps" --config.data.train="$D/train.jsonl" \
-        --config.data.valid="$D/valid.jsonl" --config.data.tokenizer="$D/tokenizer.model"
+        --config.data.valid="$D/valid.jsonl" --config.data.tokenizer="$D/tokenizer.model" "$@"
     stage "${name}_real_test" "$OUT/eval/$name.real_test.json" python -m launch.evaluate \
         --workdir="$OUT/$name" --data="$D/real/test.jsonl" --num_samples=4 \
         --out="$OUT/eval/$name.real_test.json"
   }
-  world_model wm_mdlm mdlm "$WM_STEPS"
-  world_model wm_ar ar "$WM_STEPS"
+  # mdlm_world_model NAME STEPS: the AR world model's step AR_START adapted to
+  # block diffusion for STEPS - AR_START steps, at the quickstart's rate.
+  mdlm_world_model() {
+    local rest=$(($2 - AR_START))
+    world_model "$1" mdlm "$rest" --config.train.init_from="$OUT/wm_ar" \
+        --config.train.init_step="$AR_START" --config.train.ar_start_steps=0 \
+        --config.optim.lr="$AR_START_LR" --config.optim.warmup_steps=$((rest < 30 ? rest - 1 : 30))
+  }
+  AR_START_LR=$(python -c "from configs.quickstart import get_config; print(get_config().train.ar_start_lr)")
+  world_model wm_ar ar "$WM_STEPS" --config.train.checkpoint_every="$AR_START"
+  mdlm_world_model wm_mdlm "$WM_STEPS"
   ARMS="bc grpo_ar grpo_mdlm grpo_real"
   if (( MDLM_LONG_STEPS > 0 )); then
-    world_model wm_mdlm_long mdlm "$MDLM_LONG_STEPS"
+    mdlm_world_model wm_mdlm_long "$MDLM_LONG_STEPS"
     ARMS="$ARMS grpo_mdlm_long"
   fi
 
@@ -113,6 +129,14 @@ study() {
     stage "eval_$arm" "$OUT/eval/$arm.json" python -m launch.evaluate_agent \
         --agent="$agent" --env="$ENVS" --tasks=test --episodes="$EVAL_EPISODES" \
         --max_steps="$HORIZON" --out="$OUT/eval/$arm.json"
+  done
+
+  # Word2World's protocol: the BC agent inside each world model, from the real
+  # test games' starts; its winning action sequences replayed in the real games.
+  for wm in wm_ar wm_mdlm; do
+    stage "wm2real_$wm" "$OUT/eval/wm2real_$wm.json" python -m launch.wm2real \
+        --agent="$OUT/agent_bc" --world_model="$OUT/$wm" --env="$ENVS" --tasks=test \
+        --episodes="$EVAL_EPISODES" --max_steps="$HORIZON" --out="$OUT/eval/wm2real_$wm.json"
   done
 
   if [[ -n ${STAGES:-} ]]; then

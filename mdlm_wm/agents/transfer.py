@@ -3,12 +3,13 @@
 A study directory holds `eval/<arm>.json` (launch.evaluate_agent reports of
 each agent in the real environments), `eval/wm_<objective>.real_test.json`
 (launch.evaluate reports of the world models on the real test split),
+`eval/wm2real_<world model>.json` (launch.wm2real reports),
 `agent_grpo_<arm>/` workdirs (their checkpoint meta gives the GRPO budget)
 and `times.tsv` (stage name, wall seconds). `render(study)` returns the
 Markdown: one success table (per environment and overall, mean [95% CI],
-episodes and wall time of each arm) and one table of the world models'
-one-step state checks. Missing inputs are left out and listed, so a partial
-study renders.
+episodes and wall time of each arm), one table of the world models'
+one-step state checks and one of Word2World's protocol per world model.
+Missing inputs are left out and listed, so a partial study renders.
 """
 
 from __future__ import annotations
@@ -142,6 +143,32 @@ def render(study: str) -> str:
         lines.append("| " + " | ".join([label.format(ratio=ratio), scope] + [
             _cell(summary.get(k), 3) for k, _ in WM_METRICS]) + " |")
     out += ["## World models, one step on the real test split", "", *lines, ""]
+  out += _wm2real_table(study, ratio, missing)
   if missing:
     out += ["Missing: " + ", ".join(missing), ""]
   return "\n".join(out)
+
+
+def _wm2real_table(study: str, ratio: str, missing: list[str]) -> list[str]:
+  """Word2World's protocol per world model (mdlm_wm/agents/wm2real.py), overall."""
+  head = ["world model", "WM task success", "WM2Real", "replay success",
+          "single-step pass", "copy s_t pass", "episodes", "wall time"]
+  lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+  times = read_times(study)
+  for name, label in WORLD_MODELS:
+    rep = _load(os.path.join(study, "eval", f"wm2real_{name}.json"))
+    if rep is None:
+      if name not in OPTIONAL:
+        missing.append(f"eval/wm2real_{name}.json")
+      continue
+    o, single = rep["overall"], rep["single_step"] or {}
+    cells = [_cell(o["wm_success"]), f"{_cell(o['wm2real'])} (n {o['wm2real']['n']})",
+             _cell(o["replay_success"]),
+             _cell(single.get("model", {}).get("pass"), 3),
+             _cell(single.get("copy", {}).get("pass"), 3),
+             str(o["wm_success"]["n"]),
+             _minutes(times.get(f"wm2real_{name}", sum(rep["seconds"].values())))]
+    lines.append("| " + " | ".join([label.format(ratio=ratio)] + cells) + " |")
+  if len(lines) == 2:
+    return []
+  return ["## Word2World's protocol: the BC agent inside each world model", "", *lines, ""]

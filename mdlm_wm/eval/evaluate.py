@@ -70,11 +70,18 @@ def load_examples(path: str, history_len: int, max_examples: int = 0):
   every environment.
   """
   episodes = list(schema.iter_episodes(path))
-  by_env = collections.defaultdict(list)
-  for ep in episodes:
-    by_env[ep.env].extend(Example(ep, k, tr) for k, tr in enumerate(transitions(ep, history_len)))
-  examples = _round_robin(list(by_env.values()))
+  examples = round_robin_by_env([Example(ep, k, tr) for ep in episodes
+                                 for k, tr in enumerate(transitions(ep, history_len))])
   return episodes, examples[:max_examples] if max_examples else examples
+
+
+def round_robin_by_env(examples: Sequence[Example]) -> list[Example]:
+  """`examples` interleaved over environments, each environment's in order,
+  so that any prefix covers every environment."""
+  by_env = collections.defaultdict(list)
+  for ex in examples:
+    by_env[ex.episode.env].append(ex)
+  return _round_robin(list(by_env.values()))
 
 
 def _round_robin(groups: list[list]) -> list:

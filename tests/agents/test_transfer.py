@@ -55,3 +55,21 @@ def test_the_long_mdlm_rows_say_how_much_longer_it_trained(tmp_path):
   assert "| (c') BC + GRPO in the MDLM world model trained 2.5x longer | 0.50 [" in text
   assert "| MDLM, 2.5x steps | all | 0.500 [0.250, 0.750] |" in text
   assert "grpo_mdlm_long" not in text.split("Missing:")[1]  # optional arms are not missing
+
+
+def test_the_word2world_table_reads_the_wm2real_reports(tmp_path):
+  from mdlm_wm.agents import wm2real
+  (tmp_path / "eval").mkdir()
+  # 4 episodes; 2 won inside the world model, 1 of those also in the real game.
+  rows = [{"env": "a/x", "seed": i, "wm_success": w, "real_success": r, "steps": 3.0,
+           "actions": [], "error": None}
+          for i, (w, r) in enumerate([(1.0, 1.0), (1.0, 0.0), (0.0, 1.0), (0.0, 0.0)])]
+  s = lambda mean: {"mean": mean, "low": mean, "high": mean, "n": 5}
+  single = {"transitions": 5, "model": {"pass": s(0.4)}, "copy": {"pass": s(0.2)}}
+  rep = wm2real.report(rows, single, {"world_model": 50.0, "replay": 10.0})
+  (tmp_path / "eval" / "wm2real_wm_mdlm.json").write_text(json.dumps(rep))
+  text = transfer.render(str(tmp_path))
+  row = next(l for l in text.splitlines() if l.startswith("| MDLM | 0.50 ["))
+  assert "| 0.50 [0.00, 1.00] (n 2) | 0.50 [" in row  # WM2Real: 1 of the 2 WM wins
+  assert "| 0.400 [0.400, 0.400] | 0.200 [0.200, 0.200] | 4 | 1.0 min |" in row
+  assert "eval/wm2real_wm_ar.json" in text.split("Missing:")[1]
