@@ -1,0 +1,235 @@
+"""Failure modes of a world model on steered and adversarial transitions, each
+kind defined by a check (the seed paper's failure analysis, made mechanical).
+
+Transition sets (built-in environments, rebuilt from `meta.seed` and the steer):
+  steered      steps of steered episodes where the steer decides a determined
+               fact that this step changes: both the same world without its
+               steer (given the same actions) and the copy of s_t get it
+               wrong (a "steer fact": the thermometer's offset reading, a 503
+               on the flaky first checkout, a 409 on an item the
+               out-of-stock steer emptied). A fact the steer fixed earlier and
+               s_t already shows (`lights: off`) is read from s_t, not from z,
+               so it is not one.
+  tool_error   steps whose real reply is an error (`"status": >= 400` in the
+               JSON environments, shop and calendar): a tool that fails, stock
+               that ran out, an unknown id.
+  unknown_tool probes made from test episodes of the tool environments: at one
+               step the action is replaced by a call to a tool that is not in
+               the spec's schemas; the real reply is the environment's
+               unknown-tool error (422; calendar may answer 400).
+  (A user who changes intent mid-episode is not simulated by any environment,
+  so it has no set.)
+
+Failure kinds of one prediction (`kinds`), not exclusive except `format`:
+  format             it does not parse as the environment's state (`format`
+                     fact): the other kinds are not read.
+  determined         a determined fact other than a steer fact is wrong.
+  rule               a constraint on invented (revealed) content is violated.
+  steer_ignored      a steer fact is wrong (steered set only).
+  hallucinated_tool  the reply's `status` is not the unknown-tool error
+                     (unknown_tool set only): it answered a tool that does not exist.
+Each kind is tallied per set as the fraction of transitions with a 95%
+bootstrap interval (a kind that cannot occur in a set is left out).
+
+Steerability (`steer_effect`): on the steered set, the fraction of steer facts
+right with z and with z removed from the prompt, and their paired difference.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import random
+import re
+from collections.abc import Callable, Sequence
+
+import numpy as np
+
+from mdlm_wm.checks.result import FORMAT
+from mdlm_wm.data import schema
+from mdlm_wm.data.serialize import transitions
+from mdlm_wm.envs import registry
+from mdlm_wm.envs.score import check_prediction
+from mdlm_wm.eval import evaluate as ev
+from mdlm_wm.eval import stats
+
+SETS = ("steered", "tool_error", "unknown_tool")
+KINDS = ("format", "determined", "rule", "steer_ignored", "hallucinated_tool")
+STATUS = "field:status"
+# Tools no built-in environment has, for the unknown-tool probes.
+_ABSENT_TOOLS = ("apply_coupon", "track_shipment", "share_calendar", "send_sms", "export_data")
+_STATUS_RE = re.compile(r'^\{"status":\s*(\d+)')
+
+
+@dataclasses.dataclass(frozen=True)
+class Case:
+  """One transition of a set, with what its kinds need to know."""
+  example: ev.Example
+  steer_facts: frozenset[str] = frozenset()  # determined facts the steer decides
+  unknown_tool: bool = False
+
+
+def status(text: str) -> int | None:
+  """The leading `"status": N` of a JSON reply, else None."""
+  found = _STATUS_RE.match(text.strip())
+  return int(found.group(1)) if found else None
+
+
+def _replay(episode: schema.Episode, steer: str):
+  """A fresh copy of the episode's world (with `steer`) and its reset."""
+  env = registry.make(episode.env)
+  env.reset(int(episode.meta["seed"]), steer=steer)
+  return env
+
+
+def steer_facts(episode: schema.Episode) -> list[frozenset[str]]:
+  """Per step: the determined facts that both the same world without its
+  steer (given the same actions) and the copy of s_t get wrong (empty for
+  an unsteered episode)."""
+  if not episode.spec.steer:
+    return [frozenset()] * len(episode.steps)
+  plain = _replay(episode, "")
+  wrong = lambda step, text: {k for k, ok in check_prediction(
+      episode.env, episode.spec, step, text).determined.items() if not ok and k != FORMAT}
+  return [frozenset(wrong(step, plain.step(step.action).next_state) & wrong(step, step.state))
+          for step in episode.steps]
+
+
+def unknown_tool_probe(episode: schema.Episode, index: int) -> schema.Episode:
+  """The episode cut after step `index`, whose action there calls a tool that
+  is not in its spec; the last step is the real world's reply to it."""
+  names = {t.name for t in episode.spec.tools}
+  rng = random.Random(f"{episode.id}/{index}")
+  tool = rng.choice([t for t in _ABSENT_TOOLS if t not in names])
+  action = f"{tool}({json.dumps({'id': f'X{rng.randrange(100, 1000)}'})})"
+  env = _replay(episode, episode.spec.steer)
+  for step in episode.steps[:index]:
+    env.step(step.action)
+  res = env.step(action)
+  probe = schema.Step(state=episode.steps[index].state, action=action,
+                      next_state=res.next_state, reward=float(res.reward), done=bool(res.done),
+                      checks=res.checks)
+  return dataclasses.replace(episode, id=f"{episode.id}/unknown-tool-{index}",
+                             steps=(*episode.steps[:index], probe))
+
+
+def build_sets(episodes: Sequence[schema.Episode], history_len: int, *,
+               max_per_set: int = 0, seed: int = 0) -> dict[str, list[Case]]:
+  """The three sets of the module docstring from `episodes` (built-in
+  environments with `meta.seed`; others are skipped), each interleaved over
+  environments and cut to `max_per_set` (0: all). One unknown-tool probe per
+  tool-environment episode, at a step drawn from `seed`."""
+  sets: dict[str, list[Case]] = {name: [] for name in SETS}
+  for ep in episodes:
+    if not registry.is_known(ep.env) or "/" in ep.env or "seed" not in ep.meta:
+      continue
+    trs = transitions(ep, history_len)
+    for k, (facts, tr) in enumerate(zip(steer_facts(ep), trs)):
+      example = ev.Example(ep, k, tr)
+      if facts:
+        sets["steered"].append(Case(example, facts))
+      code = status(ep.steps[k].next_state)
+      if code is not None and code >= 400:
+        sets["tool_error"].append(Case(example))
+    if ep.spec.tools and ep.steps:
+      k = random.Random(f"{seed}/{ep.id}").randrange(len(ep.steps))
+      probe = unknown_tool_probe(ep, k)
+      sets["unknown_tool"].append(
+          Case(ev.Example(probe, k, transitions(probe, history_len)[k]), unknown_tool=True))
+  for name, cases in sets.items():
+    ordered = [c.example for c in cases]
+    by_key = {c.example.key: c for c in cases}
+    cases[:] = [by_key[ex.key] for ex in ev.round_robin_by_env(ordered)]
+    if max_per_set:
+      del cases[max_per_set:]
+  return sets
+
+
+def kinds(case: Case, prediction: str) -> dict[str, float]:
+  """The failure kinds of one prediction (1.0: this kind of failure; module docstring)."""
+  ex = case.example
+  result = check_prediction(ex.episode.env, ex.episode.spec, ex.step, prediction)
+  out = {"format": float(result.determined.get(FORMAT) is False)}
+  if out["format"]:
+    return out  # nothing else of an unparseable state can be read
+  wrong = {k for k, ok in result.determined.items() if not ok}
+  out["determined"] = float(bool(wrong - case.steer_facts - {FORMAT}))
+  out["rule"] = float(not all(result.constraints.values()))
+  if case.steer_facts:
+    out["steer_ignored"] = float(bool(wrong & case.steer_facts))
+  if case.unknown_tool:
+    out["hallucinated_tool"] = float(STATUS in wrong)
+  return out
+
+
+def steer_fact_acc(case: Case, prediction: str) -> float:
+  """Fraction of the case's steer facts the prediction gets right."""
+  ex = case.example
+  result = check_prediction(ex.episode.env, ex.episode.spec, ex.step, prediction)
+  return float(np.mean([bool(result.determined.get(k)) for k in sorted(case.steer_facts)]))
+
+
+def tally(cases: Sequence[Case], predictions: Sequence[str]) -> dict:
+  """Per kind: {"mean", "low", "high", "n"} over the set's transitions, plus
+  `any`: the fraction with at least one failure of any kind."""
+  rows = [kinds(c, p) for c, p in zip(cases, predictions, strict=True)]
+  for row in rows:
+    row["any"] = float(any(row.values()))
+  present = [k for k in (*KINDS, "any") if any(k in r for r in rows)]
+  return {"transitions": len(rows), **stats.summarize(rows, present)}
+
+
+def steer_effect(cases: Sequence[Case], with_z: Sequence[str], without_z: Sequence[str]) -> dict:
+  """Steer-fact accuracy with z and without it, and the paired difference."""
+  a = [steer_fact_acc(c, p) for c, p in zip(cases, with_z, strict=True)]
+  b = [steer_fact_acc(c, p) for c, p in zip(cases, without_z, strict=True)]
+  ci = lambda values: dict(zip(("mean", "low", "high"), stats.bootstrap_ci(values)),
+                           n=len(values))
+  return {"with": ci(a), "without": ci(b), "diff": ci([x - y for x, y in zip(a, b)])}
+
+
+Predict = Callable[[Sequence[ev.Example], Sequence[str | None]], list[str]]
+
+
+def run(sets: dict[str, list[Case]], predict: Predict, *, steer_removed: bool = True) -> dict:
+  """The report: a tally per set and, when `steer_removed`, the steer effect.
+
+  `predict(examples, steers)` returns one next state per example; a steer
+  None keeps the spec's, "" removes it.
+  """
+  report: dict = {"sets": {}}
+  predictions: dict[str, list[str]] = {}
+  for name, cases in sets.items():
+    if not cases:
+      continue
+    predictions[name] = predict([c.example for c in cases], [None] * len(cases))
+    report["sets"][name] = tally(cases, predictions[name])
+  steered = sets.get("steered", [])
+  if steer_removed and steered:
+    without = predict([c.example for c in steered], [""] * len(steered))
+    report["steer_effect"] = steer_effect(steered, predictions["steered"], without)
+  report["predictions"] = predictions
+  return report
+
+
+def copy_predict(examples: Sequence[ev.Example], steers: Sequence[str | None]) -> list[str]:
+  """The copy-s_t floor as a `Predict`."""
+  del steers
+  return [ex.step.state for ex in examples]
+
+
+def format_report(report: dict) -> str:
+  """Markdown: one row per set, a column per kind (mean [95% CI]), then the steer effect."""
+  cell = lambda s: f"{s['mean']:.3f} [{s['low']:.3f}, {s['high']:.3f}]" if s else "-"
+  head = ["set", "transitions", *KINDS, "any"]
+  lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+  for name, t in report["sets"].items():
+    lines.append("| " + " | ".join([name, str(t["transitions"])]
+                                   + [cell(t.get(k)) for k in (*KINDS, "any")]) + " |")
+  effect = report.get("steer_effect")
+  if effect:
+    lines.append(f"\nsteer facts right: with z {cell(effect['with'])}, z removed "
+                 f"{cell(effect['without'])}, difference {cell(effect['diff'])} "
+                 f"(n {effect['diff']['n']})")
+  return "\n".join(lines)
+
