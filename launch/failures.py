@@ -14,12 +14,12 @@ state per transition with its config's sampler settings unless the sampler
 flags (--temperature=0 for greedy, ...) say otherwise.
 """
 
-import json
 import os
 
 from absl import app, flags
 
 from launch import sampler_flags
+from mdlm_wm.eval import evaluate
 from mdlm_wm.utils import errors
 
 FLAGS = flags.FLAGS
@@ -77,10 +77,7 @@ def main(argv):
   report = failures.run(sets, predict)
   report = {"source": source, "data": FLAGS.data.split(","), **report,
             "keys": {name: [c.example.key for c in cases] for name, cases in sets.items()}}
-  os.makedirs(os.path.dirname(os.path.abspath(FLAGS.out)), exist_ok=True)
-  with open(FLAGS.out + ".tmp", "w") as f:
-    json.dump(report, f, indent=1)
-  os.replace(FLAGS.out + ".tmp", FLAGS.out)
+  evaluate.write_report(report, FLAGS.out)
   print(failures.format_report(report))
   print(f"wrote {FLAGS.out}")
 

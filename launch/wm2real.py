@@ -17,12 +17,12 @@ The world model samples with its config's settings unless the sampler flags
 (--steps, --temperature, ...) say otherwise.
 """
 
-import json
 import os
 
 from absl import app, flags
 
 from launch import sampler_flags
+from mdlm_wm.eval import evaluate
 from mdlm_wm.utils import errors
 
 FLAGS = flags.FLAGS
@@ -73,10 +73,7 @@ def main(argv):
                    "episodes": FLAGS.episodes, "max_steps": FLAGS.max_steps,
                    "agent_temperature": FLAGS.agent_temperature, "sample": overrides,
                    "seed": FLAGS.seed}
-  os.makedirs(os.path.dirname(os.path.abspath(FLAGS.out)), exist_ok=True)
-  with open(FLAGS.out + ".tmp", "w") as f:
-    json.dump(rep, f, indent=1)
-  os.replace(FLAGS.out + ".tmp", FLAGS.out)
+  evaluate.write_report(rep, FLAGS.out)
   print(wm2real_lib.format_report(rep))
   print(f"wrote {FLAGS.out}")
 

@@ -220,7 +220,9 @@ def evaluate(examples: Sequence[Example], predictions: Sequence[Sequence[str]], 
 
 
 def write_report(report: dict, path: str) -> None:
-  """Writes a report as JSON atomically (a crash never leaves half a file)."""
+  """Writes a report as JSON atomically (a crash never leaves half a file),
+  creating its directory."""
+  os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
   with open(path + ".tmp", "w") as f:
     json.dump(report, f, indent=2)
   os.replace(path + ".tmp", path)
