@@ -12,6 +12,9 @@
 #       that passes.
 #   bash launch/grpo_study.sh study [STUDY_DIR]
 #       the study's S models (needs bash launch/study.sh STUDY_DIR first).
+#   bash launch/grpo_study.sh block QS_WORKDIR [OUT_DIR]
+#       the quickstart's block MDLM (from its AR's start) and its AR, as
+#       launch.quickstart left them in QS_WORKDIR.
 set -euo pipefail
 
 # paired DATA BEFORE AFTER OUT: launch.compare of two prediction files of the
@@ -158,8 +161,30 @@ study() {
   echo "GRPO study done: reports in $out/grpo2_*/eval/, paired changes in $out/grpo2_*/compare_*.json"
 }
 
+# block QS_WORKDIR OUT: GRPO from the quickstart's current models (the block
+# MDLM adapted from the AR's step 300, and the AR), same B x G, steps and
+# rate for both; evaluated at the rollout temperature inside the loop and
+# greedily before and after, each paired transition by transition.
+block() {
+  local qs=$1 out=$2 d=$1/data steps=${STEPS:-40} n=${EVAL_N:-200} m
+  local block_steps
+  block_steps=$(python -c "from configs.quickstart import get_config; print(get_config().sample.steps)")
+  for m in ar mdlm; do
+    local flags=(--config.optim.warmup_steps=$((steps > 10 ? 5 : 0)))
+    [ $m = mdlm ] && flags+=(--config.sample.steps="$block_steps")
+    grpo_compare "$qs/$m" "$out/grpo_$m" "$d" test "$steps" 8 2e-4 "$steps" "$n" "${flags[@]}"
+    greedy "$qs/$m" "$out/grpo_$m/greedy_sft" "$d" --max_examples="$n"
+    greedy "$out/grpo_$m" "$out/grpo_$m/greedy_grpo" "$d" --max_examples="$n"
+    paired "$d/test.jsonl" "$out/grpo_$m/greedy_sft.predictions.jsonl" \
+        "$out/grpo_$m/greedy_grpo.predictions.jsonl" "$out/grpo_$m/compare_greedy.json"
+  done
+  echo "GRPO from the quickstart's block MDLM and AR done: paired changes in $out/grpo_*/compare_*.json"
+}
+
 case "${1:-}" in
   quickstart) quickstart "${2:-/tmp/mdlm_wm_grpo_quickstart}" ;;
   study) study "${2:-/tmp/study}" ;;
-  *) echo "usage: bash launch/grpo_study.sh {quickstart|study} [OUT_DIR]" >&2; exit 2 ;;
+  block) block "${2:?the quickstart workdir}" "${3:-/tmp/mdlm_wm_grpo_block}" ;;
+  *) echo "usage: bash launch/grpo_study.sh {quickstart|study} [OUT_DIR] | block QS_WORKDIR [OUT_DIR]" >&2
+     exit 2 ;;
 esac

@@ -104,6 +104,14 @@ study() {
       --config=configs/agent_bc.py --data="$D" --workdir="$OUT/agent_bc" \
       --config.train.steps="$BC_STEPS"
 
+  # Word2World's protocol: the BC agent inside each world model, from the real
+  # test games' starts; its winning action sequences replayed in the real games.
+  for wm in wm_ar wm_mdlm; do
+    stage "wm2real_$wm" "$OUT/eval/wm2real_$wm.json" python -m launch.wm2real \
+        --agent="$OUT/agent_bc" --world_model="$OUT/$wm" --env="$ENVS" --tasks=test \
+        --episodes="$EVAL_EPISODES" --max_steps="$HORIZON" --out="$OUT/eval/wm2real_$wm.json"
+  done
+
   GRPO_FLAGS=(--config=configs/agent_grpo.py --agent="$OUT/agent_bc" --env="$ENVS"
               --config.train.steps="$GRPO_STEPS" --config.grpo.horizon="$HORIZON"
               --config.tasks.per_env=80 --config.train.eval_episodes=0)
@@ -129,14 +137,6 @@ study() {
     stage "eval_$arm" "$OUT/eval/$arm.json" python -m launch.evaluate_agent \
         --agent="$agent" --env="$ENVS" --tasks=test --episodes="$EVAL_EPISODES" \
         --max_steps="$HORIZON" --out="$OUT/eval/$arm.json"
-  done
-
-  # Word2World's protocol: the BC agent inside each world model, from the real
-  # test games' starts; its winning action sequences replayed in the real games.
-  for wm in wm_ar wm_mdlm; do
-    stage "wm2real_$wm" "$OUT/eval/wm2real_$wm.json" python -m launch.wm2real \
-        --agent="$OUT/agent_bc" --world_model="$OUT/$wm" --env="$ENVS" --tasks=test \
-        --episodes="$EVAL_EPISODES" --max_steps="$HORIZON" --out="$OUT/eval/wm2real_$wm.json"
   done
 
   if [[ -n ${STAGES:-} ]]; then
