@@ -226,6 +226,7 @@ def format_report(report: dict) -> str:
   for name, t in report["sets"].items():
     lines.append("| " + " | ".join([name, str(t["transitions"])]
                                    + [cell(t.get(k)) for k in (*KINDS, "any")]) + " |")
+  lines.append("(kinds after format: fractions of the predictions that parse)")
   effect = report.get("steer_effect")
   if effect:
     lines.append(f"\nsteer facts right: with z {cell(effect['with'])}, z removed "
