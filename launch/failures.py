@@ -3,6 +3,7 @@ kind defined by a check (mdlm_wm/eval/failures.py defines the sets and kinds).
 
   python -m launch.failures --workdir=WM_DIR --data=test.jsonl --out=/tmp/failures.json
   python -m launch.failures --baseline=copy --data=test.jsonl --out=/tmp/failures_copy.json
+  python -m launch.failures --baseline=twin --data=test.jsonl --out=/tmp/failures_twin.json
 
 Prints a Markdown table (per set: steered, tool_error, unknown_tool; per
 kind: format, determined, rule, steer_ignored, hallucinated_tool, each the
@@ -24,7 +25,8 @@ from mdlm_wm.utils import errors
 
 FLAGS = flags.FLAGS
 flags.DEFINE_string("workdir", None, "World-model workdir (launch.train).")
-flags.DEFINE_enum("baseline", None, ["copy"], "Score the copy-s_t floor instead of a model.")
+flags.DEFINE_enum("baseline", None, ["copy", "twin"], "Score a baseline instead of a model: "
+                  "the copy-s_t floor or the twin-world ceiling.")
 flags.DEFINE_string("data", None, "Trajectory JSONL(.gz) file(s), comma-separated.",
                     required=True)
 flags.DEFINE_string("out", None, "Report JSON file (predictions included).", required=True)
@@ -44,29 +46,18 @@ def main(argv):
   # pylint: disable=import-outside-toplevel
   from mdlm_wm.data import schema
   from mdlm_wm.eval import failures
-  from mdlm_wm.utils.progress import Progress
   overrides = sampler_flags.overrides()
   with errors.reported():
-    history_len, predict, source = FLAGS.history_len, failures.copy_predict, {"baseline": "copy"}
-    if FLAGS.workdir:
+    history_len, source = FLAGS.history_len, {"baseline": FLAGS.baseline}
+    if FLAGS.baseline:
+      predict = failures.baseline_predict(FLAGS.baseline)
+    else:
       from mdlm_wm.world_model import WorldModel
       wm = WorldModel.load(FLAGS.workdir)
       wm.decode_config(**overrides)  # a bad setting fails before any sampling
       history_len = wm.cfg.data.history_len
-
-      def predict(examples, steers):
-        out = []
-        progress = Progress("sample", len(examples), "transitions")
-        for i in range(0, len(examples), FLAGS.batch_size):
-          chunk = examples[i:i + FLAGS.batch_size]
-          samples = wm.generate([ex.transition for ex in chunk], num_samples=1,
-                                seed=FLAGS.seed + i, steers=list(steers[i:i + len(chunk)]),
-                                **overrides)
-          out += [s[0] for s in samples]
-          progress.update(len(chunk))
-        progress.close()
-        return out
-
+      predict = failures.model_predict(wm, batch_size=FLAGS.batch_size, seed=FLAGS.seed,
+                                       **overrides)
       source = {"workdir": os.path.abspath(FLAGS.workdir), "objective": wm.objective,
                 "sample": {**wm.cfg.sample.to_dict(), **overrides}}
     episodes = [ep for path in FLAGS.data.split(",") for ep in schema.iter_episodes(path)]

@@ -50,8 +50,8 @@ from mdlm_wm.data import schema
 from mdlm_wm.data.serialize import transitions
 from mdlm_wm.envs import registry
 from mdlm_wm.envs.score import check_prediction
+from mdlm_wm.eval import baselines, stats
 from mdlm_wm.eval import evaluate as ev
-from mdlm_wm.eval import stats
 
 SETS = ("steered", "tool_error", "unknown_tool")
 KINDS = ("format", "determined", "rule", "steer_ignored", "hallucinated_tool")
@@ -212,10 +212,30 @@ def run(sets: dict[str, list[Case]], predict: Predict, *, steer_removed: bool = 
   return report
 
 
-def copy_predict(examples: Sequence[ev.Example], steers: Sequence[str | None]) -> list[str]:
-  """The copy-s_t floor as a `Predict`."""
-  del steers
-  return [ex.step.state for ex in examples]
+def model_predict(world, *, batch_size: int = 16, seed: int = 0, **sample_overrides) -> Predict:
+  """A world model (`WorldModel.generate`) as a `Predict`: one sample per
+  transition, in batches, with progress."""
+  cfg = ev.EvalConfig(num_samples=1, batch_size=batch_size, seed=seed)
+
+  def predict(examples: Sequence[ev.Example], steers: Sequence[str | None]) -> list[str]:
+    sample = lambda trs, st, g, s: world.generate(trs, num_samples=g, seed=s, steers=list(st),
+                                                  **sample_overrides)
+    return [samples[0] for samples in ev.predict_all(
+        sample, [ex.transition for ex in examples], list(steers), cfg, "sample")]
+  return predict
+
+
+def baseline_predict(kind: str) -> Predict:
+  """Baseline `kind` (`copy`: the floor, `twin`: the ceiling; eval/baselines.py)
+  as a `Predict`. Neither reads the steer; every set's transition is a
+  built-in one with a twin world, so none is skipped."""
+  def predict(examples: Sequence[ev.Example], steers: Sequence[str | None]) -> list[str]:
+    del steers
+    out, skipped = baselines.predictions(kind, [(ex.episode, ex.index) for ex in examples])
+    if skipped:
+      raise ValueError(f"the {kind} baseline skipped transitions: {skipped}")
+    return out
+  return predict
 
 
 def format_report(report: dict) -> str:

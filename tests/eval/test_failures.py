@@ -76,9 +76,12 @@ def test_run_tallies_each_set_and_the_steer_effect(flaky):
   effect = rep["steer_effect"]
   assert effect["with"]["mean"] == 1.0 and effect["without"]["mean"] == 0.0
   assert effect["diff"]["mean"] == 1.0
-  copy = failures.run(sets, failures.copy_predict)
+  copy = failures.run(sets, failures.baseline_predict("copy"))
   assert copy["sets"]["unknown_tool"]["hallucinated_tool"]["mean"] == 1.0
   assert "| steered |" in failures.format_report(copy)
+  # The twin world knows every determined fact and answers the unknown tool as the world does.
+  twin = failures.run(sets, failures.baseline_predict("twin"))
+  assert all(t["any"]["mean"] == 0.0 for t in twin["sets"].values())
 
 
 @pytest.mark.slow

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Failure kinds on steered and adversarial transitions (launch.failures) for the
-# copy-s_t floor and each world model, on a probe corpus of worlds no model
+# copy-s_t floor, the twin ceiling and each world model, on a probe corpus of worlds no model
 # trained on (corpus seed 7; built here when missing), greedy decoding.
 # Usage: bash docs/results/failures/run.sh OUT "NAME=WORKDIR ..." [ENVS_FILES]
 #   ENVS_FILES: which probe files (default train,valid,test: the study's
@@ -12,8 +12,10 @@ P=$OUT/probe
     --seed=7 --holdout_envs=calendar --tokenizer_vocab=0 --out_dir="$P"
 DATA=$(for f in ${FILES//,/ }; do printf '%s,' "$P/$f.jsonl"; done); DATA=${DATA%,}
 tag=${FILES//,/_}
-[ -f "$OUT/copy.$tag.json" ] || python -m launch.failures --baseline=copy --data="$DATA" \
-    --out="$OUT/copy.$tag.json"
+for b in copy twin; do  # the floor and the ceiling
+  [ -f "$OUT/$b.$tag.json" ] || python -m launch.failures --baseline=$b --data="$DATA" \
+      --out="$OUT/$b.$tag.json"
+done
 for pair in $MODELS; do
   name=${pair%%=*}; wd=${pair#*=}
   [ -f "$OUT/$name.$tag.json" ] || python -m launch.failures --workdir="$wd" --data="$DATA" \
