@@ -21,6 +21,8 @@ from mdlm_wm.data import schema
 from mdlm_wm.data.serialize import transitions
 from mdlm_wm.envs.score import score_prediction
 from mdlm_wm.eval import baselines
+from mdlm_wm.train import state as train_state
+from mdlm_wm.train.checkpoint import Checkpointer
 from mdlm_wm.train.trainer import train
 from mdlm_wm.world_model import WorldModel
 
@@ -82,18 +84,27 @@ def eval_examples(cfg, data_dir: str):
   return [x for env in sorted(per_env) for x in per_env[env]]
 
 
-def _cached_rows(path: str, examples) -> list[dict] | None:
+def _cached_rows(path: str, examples, made_with: dict) -> list[dict] | None:
   """The rows of an earlier run's predictions file; None when there is none,
-  it predates the `step`/`scores` fields or it holds other transitions than
-  `examples` (it is then written again)."""
+  it predates the `step`/`scores` fields, it holds other transitions than
+  `examples`, or it was made by another checkpoint or other sampler settings
+  than `made_with` says (it is then written again)."""
   if not os.path.exists(path):
     return None
   with open(path) as f:
     rows = [json.loads(line) for line in f]
-  if not all("step" in r and "scores" in r for r in rows):
+  if not all("step" in r and "scores" in r and r.get("made_with") == made_with for r in rows):
     return None
   keys = [(r["id"], r["step"]) for r in rows]
   return rows if keys == [(ep.id, k) for ep, k, _ in examples] else None
+
+
+def _latest_step(model_dir: str) -> int | None:
+  ckpt = Checkpointer(os.path.join(model_dir, train_state.CHECKPOINT_DIR), save_every=1)
+  try:
+    return ckpt.latest_step()
+  finally:
+    ckpt.close()
 
 
 def _write_rows(path: str, rows: list[dict]) -> None:
@@ -129,22 +140,25 @@ def predict_and_score(cfg, model_dir: str, examples, out_path: str) -> dict:
   """Greedy next states for `examples` with `cfg.sample`'s settings, scored;
   rows written to `out_path` ({id, env, step, ...}: launch.compare and
   launch.evaluate --predictions read it). A file from an earlier run is
-  reused and re-scored with the current checks."""
-  rows = _cached_rows(out_path, examples)
+  reused (and re-scored with the current checks) when the same checkpoint
+  made it with the same settings."""
+  settings = {**{k: cfg.sample[k] for k in config_lib.SAMPLER_SETTINGS}, "temperature": 0.0}
+  made_with = {"checkpoint": _latest_step(model_dir), "sample": settings}
+  rows = _cached_rows(out_path, examples, made_with)
   if rows is None:
     wm = WorldModel.load(model_dir)
-    settings = {**{k: cfg.sample[k] for k in config_lib.SAMPLER_SETTINGS}, "temperature": 0.0}
     preds, t0 = [], time.perf_counter()
     bs = cfg.eval.batch_size
     for i in range(0, len(examples), bs):
       chunk = examples[i:i + bs]
       preds += [p for (p,) in wm.generate([tr for _, _, tr in chunk], num_samples=1, seed=i,
                                           **settings)]
-    rows = score_rows(examples, preds)
+    rows = [{**r, "made_with": made_with} for r in score_rows(examples, preds)]
     print(f"[sample] {len(rows)} predictions in {time.perf_counter() - t0:.1f}s -> {out_path}")
     _write_rows(out_path, rows)
   else:
-    rescored = score_rows(examples, [r["prediction"] for r in rows])
+    rescored = [{**r, "made_with": made_with}
+                for r in score_rows(examples, [r["prediction"] for r in rows])]
     if rescored != rows:
       _write_rows(out_path, rescored)
     rows = rescored
