@@ -92,6 +92,8 @@ study() {
         --config.optim.lr="$AR_START_LR" --config.optim.warmup_steps=$((rest < 30 ? rest - 1 : 30))
   }
   AR_START_LR=$(python -c "from configs.quickstart import get_config; print(get_config().train.ar_start_lr)")
+  stage copy_real_test "$OUT/eval/copy.real_test.json" python -m launch.evaluate --baseline=copy \
+      --data="$D/real/test.jsonl" --out="$OUT/eval/copy.real_test.json"  # the floor
   world_model wm_ar ar "$WM_STEPS" --config.train.checkpoint_every="$AR_START"
   mdlm_world_model wm_mdlm "$WM_STEPS"
   ARMS="bc grpo_ar grpo_mdlm grpo_real"

@@ -2,7 +2,8 @@
 
 A study directory holds `eval/<arm>.json` (launch.evaluate_agent reports of
 each agent in the real environments), `eval/wm_<objective>.real_test.json`
-(launch.evaluate reports of the world models on the real test split),
+(launch.evaluate reports of the world models on the real test split, and
+`eval/copy.real_test.json`, the copy-s_t floor on the same transitions),
 `eval/wm2real_<world model>.json` (launch.wm2real reports),
 `agent_grpo_<arm>/` workdirs (their checkpoint meta gives the GRPO budget)
 and `times.tsv` (stage name, wall seconds). `render(study)` returns the
@@ -30,6 +31,8 @@ ARMS = (
 )
 # Labels with {ratio} name how much longer the extra MDLM trained (from the checkpoints).
 WORLD_MODELS = (("wm_ar", "AR"), ("wm_mdlm", "MDLM"), ("wm_mdlm_long", "MDLM, {ratio} steps"))
+# The floor every one-step number is read against (launch.evaluate --baseline=copy).
+FLOOR = ("copy", "copy s_t (floor)")
 # The study's optional extra arm (MDLM_LONG_STEPS=0 skips it): not "missing".
 OPTIONAL = ("grpo_mdlm_long", "wm_mdlm_long")
 WM_METRICS = (("pass", "pass rate"), ("checks", "check score"),
@@ -129,10 +132,10 @@ def render(study: str) -> str:
   out = ["## Agents in the real environments (test games)", "", *lines, ""]
 
   wm = {name: _load(os.path.join(study, "eval", f"{name}.real_test.json"))
-        for name, _ in WORLD_MODELS}
+        for name, _ in (*WORLD_MODELS, FLOOR)}
   missing += [f"eval/{name}.real_test.json" for name, rep in wm.items()
               if rep is None and name not in OPTIONAL]
-  present = [(name, label) for name, label in WORLD_MODELS if wm[name]]
+  present = [(name, label) for name, label in (*WORLD_MODELS, FLOOR) if wm[name]]
   if present:
     wm_envs = list(dict.fromkeys(e for name, _ in present for e in wm[name]["per_env"]))
     head = ["world model", "scope"] + [label for _, label in WM_METRICS]

@@ -37,7 +37,9 @@ def test_tables_hold_each_arm_its_budget_and_time_and_list_what_is_missing(tmp_p
   assert "| AR | all | 0.500 [0.250, 0.750] |" in text
   assert "| AR | a/x | 1.000 [1.000, 1.000] |" in text
   assert "Missing: eval/grpo_ar.json, eval/grpo_mdlm.json, eval/expert.json, " \
-         "eval/wm_mdlm.real_test.json" in text
+         "eval/wm_mdlm.real_test.json, eval/copy.real_test.json" in text
+  (tmp_path / "eval" / "copy.real_test.json").write_text(json.dumps(wm))
+  assert "| copy s_t (floor) | all | 0.500 [0.250, 0.750] |" in transfer.render(str(tmp_path))
 
 
 def test_the_long_mdlm_rows_say_how_much_longer_it_trained(tmp_path):
