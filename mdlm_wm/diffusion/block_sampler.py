@@ -62,6 +62,9 @@ class BlockSamplerConfig:
     validate_denoising(self)
     if not 0.0 <= self.threshold < 1.0:
       raise ValueError(f"threshold: must be in [0, 1), got {self.threshold}")
+    if self.threshold > 0 and self.confidence == "left_to_right":
+      raise ValueError("threshold: needs a confidence that is a probability, not "
+                       "left_to_right's position order")
 
 
 def _run_blocks(model, tokens_NS, positions_NS, cache, key_mask_NSK):

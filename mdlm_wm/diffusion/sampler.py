@@ -51,7 +51,10 @@ from mdlm_wm.diffusion import schedule
 from mdlm_wm.model.sampling import (check_draw_settings, draw, fold_in, row_keys, sample_tokens,
                                     split)
 
-CONFIDENCES = ("top1", "margin", "entropy", "random")
+# left_to_right ranks by position only (leftmost masked first): with one token
+# per step it decodes like an AR from the MDLM's own conditionals, the
+# baseline that tells the model's quality from its decoding order's.
+CONFIDENCES = ("top1", "margin", "entropy", "random", "left_to_right")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -127,6 +130,9 @@ def _confidence(kind: str, key, logits_NTV, sampled_NT):
   """Higher = commit sooner. `logits` already exclude [MASK] (-inf)."""
   if kind == "random":
     return draw(jax.random.uniform, key, sampled_NT.shape)
+  if kind == "left_to_right":
+    return jnp.broadcast_to(-jnp.arange(sampled_NT.shape[-1], dtype=jnp.float32),
+                            sampled_NT.shape)
   logp = jax.nn.log_softmax(logits_NTV, axis=-1)
   p = jnp.exp(logp)
   if kind == "top1":

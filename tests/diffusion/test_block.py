@@ -215,3 +215,18 @@ def test_threshold_commits_several_labels_per_step(model):
                                       BlockSamplerConfig(block_size=8, steps=8,
                                                          temperature=0.0), **kw)
   assert sorted(np.asarray(commit)[0, 0]) == list(range(8))
+
+
+def test_left_to_right_in_blocks_and_no_threshold_with_it(model):
+  g, p = nnx.split(model)
+  ctx, valid = context(5)
+  fixed = -np.ones((2, 8), np.int32)
+  cfg = BlockSamplerConfig(block_size=4, steps=4, temperature=1.0, confidence="left_to_right")
+  _, commit, _ = block_sampler.sample(g, p, ctx, valid, fixed, jax.random.key(0), cfg,
+                                      num_samples=1, mask_id=MASK, eot_id=EOT)
+  commit = np.asarray(commit)[:, 0]
+  # Block k's steps are numbered k * steps + s: position j commits at step j.
+  decoded = commit >= 0  # blocks after the one holding <eot> are never decoded
+  assert np.all(commit[decoded] == np.broadcast_to(np.arange(8), commit.shape)[decoded])
+  with pytest.raises(ValueError, match="left_to_right"):
+    dataclasses.replace(cfg, threshold=0.5).validate()

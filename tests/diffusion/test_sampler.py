@@ -84,6 +84,17 @@ def test_shapes_no_mask_and_pins_kept(prefix_model, confidence):
     check_invariants(run(prefix_model, cfg, fixed, seed=seed), fixed, cfg.steps)
 
 
+def test_left_to_right_commits_in_position_order(prefix_model):
+  cfg = dataclasses.replace(BASE, steps=T, confidence="left_to_right")
+  out = run(prefix_model, cfg, free_canvas())
+  np.testing.assert_array_equal(out.commit_step_BGT, np.broadcast_to(np.arange(T), (B, G, T)))
+  fixed = free_canvas()
+  fixed[:, 3] = 9  # a pin is skipped: the positions after it move up one step
+  out = run(prefix_model, dataclasses.replace(cfg, steps=T - 1), fixed)
+  expected = np.concatenate([np.arange(3), [-1], np.arange(3, T - 1)])
+  np.testing.assert_array_equal(out.commit_step_BGT, np.broadcast_to(expected, (B, G, T)))
+
+
 def test_pins_kept_with_blocks_guidance_and_cache(prefix_model):
   context, valid = left_padded(1)
   uncond = valid.copy()
