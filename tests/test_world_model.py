@@ -125,10 +125,14 @@ def test_quickstart_runs_end_to_end_and_reuses_stages(tmp_path, capsys):
   after = ev.read_predictions(str(tmp_path / "predictions_mdlm.jsonl"), examples)
   result = compare.paired_comparison(examples, [before[ex.key] for ex in examples], after)
   assert result["pass"]["n"] == 5
-  # Other sampler settings than the files were made with: both are sampled again.
-  cfg.sample.top_p = 0.5
-  quickstart.run(cfg, str(tmp_path))
-  printed = capsys.readouterr().out
-  assert "predictions_ar.jsonl" in printed and "predictions_mdlm.jsonl" in printed
+  # A file made by another checkpoint or other sampler settings is sampled again.
   made_with = json.loads(ar_path.read_text().splitlines()[0])["made_with"]
-  assert made_with["sample"]["top_p"] == 0.5 and made_with["checkpoint"] == 3
+  assert made_with["checkpoint"] == 3 and made_with["sample"]["temperature"] == 0.0
+  for key, value in (("checkpoint", 2), ("sample", {**made_with["sample"], "top_p": 0.5})):
+    rows = [json.loads(line) for line in ar_path.read_text().splitlines()]
+    ar_path.write_text("".join(json.dumps({**r, "made_with": {**made_with, key: value}}) + "\n"
+                               for r in rows))
+    quickstart.run(cfg, str(tmp_path))
+    printed = capsys.readouterr().out
+    assert "predictions_ar.jsonl" in printed and "predictions_mdlm.jsonl" not in printed
+    assert json.loads(ar_path.read_text().splitlines()[0])["made_with"] == made_with
