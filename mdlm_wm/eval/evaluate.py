@@ -75,12 +75,13 @@ def load_examples(path: str, history_len: int, max_examples: int = 0):
   return episodes, examples[:max_examples] if max_examples else examples
 
 
-def round_robin_by_env(examples: Sequence[Example]) -> list[Example]:
-  """`examples` interleaved over environments, each environment's in order,
-  so that any prefix covers every environment."""
+def round_robin_by_env(items: Sequence, env: Callable = lambda ex: ex.episode.env) -> list:
+  """`items` (examples, or anything `env` names an environment of)
+  interleaved over environments, each environment's in order, so that any
+  prefix covers every environment."""
   by_env = collections.defaultdict(list)
-  for ex in examples:
-    by_env[ex.episode.env].append(ex)
+  for item in items:
+    by_env[env(item)].append(item)
   return _round_robin(list(by_env.values()))
 
 

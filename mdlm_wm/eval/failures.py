@@ -45,7 +45,7 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
-from mdlm_wm.checks.result import FORMAT
+from mdlm_wm.checks.result import FORMAT, CheckResult
 from mdlm_wm.data import schema
 from mdlm_wm.data.serialize import transitions
 from mdlm_wm.envs import registry
@@ -136,19 +136,22 @@ def build_sets(episodes: Sequence[schema.Episode], history_len: int, *,
       probe = unknown_tool_probe(ep, k)
       sets["unknown_tool"].append(
           Case(ev.Example(probe, k, transitions(probe, history_len)[k]), unknown_tool=True))
-  for name, cases in sets.items():
-    ordered = [c.example for c in cases]
-    by_key = {c.example.key: c for c in cases}
-    cases[:] = [by_key[ex.key] for ex in ev.round_robin_by_env(ordered)]
+  for cases in sets.values():
+    cases[:] = ev.round_robin_by_env(cases, env=lambda c: c.example.episode.env)
     if max_per_set:
       del cases[max_per_set:]
   return sets
 
 
-def kinds(case: Case, prediction: str) -> dict[str, float]:
-  """The failure kinds of one prediction (1.0: this kind of failure; module docstring)."""
+def check(case: Case, prediction: str) -> CheckResult:
+  """Every check of the case's step on one prediction (both checkers, once)."""
   ex = case.example
-  result = check_prediction(ex.episode.env, ex.episode.spec, ex.step, prediction)
+  return check_prediction(ex.episode.env, ex.episode.spec, ex.step, prediction)
+
+
+def kinds(case: Case, result: CheckResult) -> dict[str, float]:
+  """The failure kinds of one prediction's `check` result (1.0: this kind of
+  failure; module docstring)."""
   out = {"format": float(result.determined.get(FORMAT) is False)}
   if out["format"]:
     return out  # nothing else of an unparseable state can be read
@@ -162,27 +165,27 @@ def kinds(case: Case, prediction: str) -> dict[str, float]:
   return out
 
 
-def steer_fact_acc(case: Case, prediction: str) -> float:
-  """Fraction of the case's steer facts the prediction gets right."""
-  ex = case.example
-  result = check_prediction(ex.episode.env, ex.episode.spec, ex.step, prediction)
+def steer_fact_acc(case: Case, result: CheckResult) -> float:
+  """Fraction of the case's steer facts a prediction's `check` result gets right."""
   return float(np.mean([bool(result.determined.get(k)) for k in sorted(case.steer_facts)]))
 
 
-def tally(cases: Sequence[Case], predictions: Sequence[str]) -> dict:
+def tally(cases: Sequence[Case], results: Sequence[CheckResult]) -> dict:
   """Per kind: {"mean", "low", "high", "n"} over the set's transitions, plus
   `any`: the fraction with at least one failure of any kind."""
-  rows = [kinds(c, p) for c, p in zip(cases, predictions, strict=True)]
+  rows = [kinds(c, r) for c, r in zip(cases, results, strict=True)]
   for row in rows:
     row["any"] = float(any(row.values()))
   present = [k for k in (*KINDS, "any") if any(k in r for r in rows)]
   return {"transitions": len(rows), **stats.summarize(rows, present)}
 
 
-def steer_effect(cases: Sequence[Case], with_z: Sequence[str], without_z: Sequence[str]) -> dict:
-  """Steer-fact accuracy with z and without it, and the paired difference."""
-  a = [steer_fact_acc(c, p) for c, p in zip(cases, with_z, strict=True)]
-  b = [steer_fact_acc(c, p) for c, p in zip(cases, without_z, strict=True)]
+def steer_effect(cases: Sequence[Case], with_z: Sequence[CheckResult],
+                 without_z: Sequence[CheckResult]) -> dict:
+  """Steer-fact accuracy with z and without it (`check` results of the same
+  cases), and the paired difference."""
+  a = [steer_fact_acc(c, r) for c, r in zip(cases, with_z, strict=True)]
+  b = [steer_fact_acc(c, r) for c, r in zip(cases, without_z, strict=True)]
   ci = lambda values: dict(zip(("mean", "low", "high"), stats.bootstrap_ci(values)),
                            n=len(values))
   return {"with": ci(a), "without": ci(b), "diff": ci([x - y for x, y in zip(a, b)])}
@@ -199,15 +202,18 @@ def run(sets: dict[str, list[Case]], predict: Predict, *, steer_removed: bool = 
   """
   report: dict = {"sets": {}}
   predictions: dict[str, list[str]] = {}
+  results: dict[str, list[CheckResult]] = {}
   for name, cases in sets.items():
     if not cases:
       continue
     predictions[name] = predict([c.example for c in cases], [None] * len(cases))
-    report["sets"][name] = tally(cases, predictions[name])
+    results[name] = [check(c, p) for c, p in zip(cases, predictions[name], strict=True)]
+    report["sets"][name] = tally(cases, results[name])
   steered = sets.get("steered", [])
   if steer_removed and steered:
     without = predict([c.example for c in steered], [""] * len(steered))
-    report["steer_effect"] = steer_effect(steered, predictions["steered"], without)
+    report["steer_effect"] = steer_effect(steered, results["steered"],
+                                          [check(c, p) for c, p in zip(steered, without)])
   report["predictions"] = predictions
   return report
 

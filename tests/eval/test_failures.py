@@ -45,11 +45,11 @@ def test_the_flaky_checkout_is_a_steer_fact_and_a_tool_error(flaky):
 def test_kinds_of_the_real_state_the_copy_and_garbage(flaky):
   ep, k = flaky
   case = next(c for c in failures.build_sets([ep], 1)["steered"] if c.example.index == k)
-  real = failures.kinds(case, ep.steps[k].next_state)
+  real = failures.kinds(case, failures.check(case, ep.steps[k].next_state))
   assert real == {"format": 0.0, "determined": 0.0, "rule": 0.0, "steer_ignored": 0.0}
   # The copy of s_t keeps the last reply's 200: it ignores the steer.
-  assert failures.kinds(case, ep.steps[k].state)["steer_ignored"] == 1.0
-  assert failures.kinds(case, "no json at all") == {"format": 1.0}
+  assert failures.kinds(case, failures.check(case, ep.steps[k].state))["steer_ignored"] == 1.0
+  assert failures.kinds(case, failures.check(case, "no json at all")) == {"format": 1.0}
 
 
 def test_an_unknown_tool_gets_the_real_error_and_the_copy_hallucinates(flaky):
@@ -60,8 +60,9 @@ def test_an_unknown_tool_gets_the_real_error_and_the_copy_hallucinates(flaky):
   assert failures.status(probe.steps[-1].next_state) == 422
   assert probe.steps[:2] == ep.steps[:2] and len(probe.steps) == 3
   case = failures.build_sets([ep], 1)["unknown_tool"][0]
-  assert failures.kinds(case, case.example.step.next_state)["hallucinated_tool"] == 0.0
-  assert failures.kinds(case, case.example.step.state)["hallucinated_tool"] == 1.0
+  kinds = lambda text: failures.kinds(case, failures.check(case, text))
+  assert kinds(case.example.step.next_state)["hallucinated_tool"] == 0.0
+  assert kinds(case.example.step.state)["hallucinated_tool"] == 1.0
 
 
 def test_run_tallies_each_set_and_the_steer_effect(flaky):
