@@ -56,7 +56,7 @@ def main(argv):
       wm = WorldModel.load(FLAGS.workdir)
       wm.decode_config(**overrides)  # a bad setting fails before any sampling
       history_len = wm.cfg.data.history_len
-      predict = failures.model_predict(wm, batch_size=FLAGS.batch_size, seed=FLAGS.seed,
+      predict = evaluate.model_predict(wm, batch_size=FLAGS.batch_size, seed=FLAGS.seed,
                                        **overrides)
       source = {"workdir": os.path.abspath(FLAGS.workdir), "objective": wm.objective,
                 "sample": {**wm.cfg.sample.to_dict(), **overrides}}

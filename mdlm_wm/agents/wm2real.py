@@ -103,15 +103,15 @@ def single_step(world: WorldModel, examples: Sequence[ev.Example], *, seed: int 
                 batch_size: int = 16, **sample_overrides) -> dict:
   """One prediction per transition, scored as `launch.evaluate` scores it,
   beside the copy-s_t floor on the same transitions."""
-  cfg = ev.EvalConfig(num_samples=1, batch_size=batch_size, seed=seed)
-  predict = lambda trs, steers, g, s: world.generate(trs, num_samples=g, seed=s,
-                                                     steers=list(steers), **sample_overrides)
-  predictions = ev.predict_all(predict, [ex.transition for ex in examples],
-                               [None] * len(examples), cfg, "single step")
-  model = ev.evaluate(examples, predictions, cfg=cfg)["overall"]
-  copy = baselines.evaluate_baseline("copy", examples, cfg).report["overall"]
-  keep = lambda overall: {k: overall[k] for k in SINGLE_STEP if k in overall}
-  return {"transitions": len(examples), "model": keep(model), "copy": keep(copy)}
+  predictions = ev.model_predict(world, batch_size=batch_size, seed=seed, label="single step",
+                                 **sample_overrides)(examples, [None] * len(examples))
+  copy = baselines.copy_predictions([(ex.episode, ex.index) for ex in examples])
+  # Per-example scores summarized as launch.evaluate's `overall` (no MAUVE or
+  # diversity: one sample per transition, and only these metrics are kept).
+  def summary(preds: Sequence[str]) -> dict:
+    rows = [ev.score_example(ex, [p]) for ex, p in zip(examples, preds, strict=True)]
+    return stats.summarize(rows, [k for k in SINGLE_STEP if any(k in r for r in rows)])
+  return {"transitions": len(examples), "model": summary(predictions), "copy": summary(copy)}
 
 
 def wm2real(agent: Agent, world: WorldModel, tasks: Sequence[tuple[str, int]], *,

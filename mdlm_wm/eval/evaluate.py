@@ -104,6 +104,22 @@ def predict_all(predict: Predictor, trs: Sequence[Transition], steers, cfg: Eval
   return out
 
 
+def model_predict(world, *, batch_size: int = 16, seed: int = 0, label: str = "sample",
+                  **sample_overrides) -> Callable[[Sequence[Example], Sequence[str | None]],
+                                                  list[str]]:
+  """A world model (`WorldModel.generate`) as `predict(examples, steers)`: one
+  sample per example, in batches of `batch_size`, with progress; a steer None
+  keeps the spec's, "" removes it."""
+  cfg = EvalConfig(num_samples=1, batch_size=batch_size, seed=seed)
+
+  def predict(examples: Sequence[Example], steers: Sequence[str | None]) -> list[str]:
+    sample = lambda trs, st, g, s: world.generate(trs, num_samples=g, seed=s, steers=list(st),
+                                                  **sample_overrides)
+    return [samples[0] for samples in predict_all(
+        sample, [ex.transition for ex in examples], list(steers), cfg, label)]
+  return predict
+
+
 def score_example(ex: Example, samples: Sequence[str]) -> dict[str, float]:
   """Per-sample metrics averaged over the G samples, plus diversity over them."""
   ref = ex.step.next_state

@@ -218,19 +218,6 @@ def run(sets: dict[str, list[Case]], predict: Predict, *, steer_removed: bool = 
   return report
 
 
-def model_predict(world, *, batch_size: int = 16, seed: int = 0, **sample_overrides) -> Predict:
-  """A world model (`WorldModel.generate`) as a `Predict`: one sample per
-  transition, in batches, with progress."""
-  cfg = ev.EvalConfig(num_samples=1, batch_size=batch_size, seed=seed)
-
-  def predict(examples: Sequence[ev.Example], steers: Sequence[str | None]) -> list[str]:
-    sample = lambda trs, st, g, s: world.generate(trs, num_samples=g, seed=s, steers=list(st),
-                                                  **sample_overrides)
-    return [samples[0] for samples in ev.predict_all(
-        sample, [ex.transition for ex in examples], list(steers), cfg, "sample")]
-  return predict
-
-
 def baseline_predict(kind: str) -> Predict:
   """Baseline `kind` (`copy`: the floor, `twin`: the ceiling; eval/baselines.py)
   as a `Predict`. Neither reads the steer; every set's transition is a
