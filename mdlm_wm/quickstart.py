@@ -22,7 +22,7 @@ from mdlm_wm.data.serialize import transitions
 from mdlm_wm.envs.score import score_prediction
 from mdlm_wm.eval import baselines
 from mdlm_wm.train import state as train_state
-from mdlm_wm.train.checkpoint import Checkpointer
+from mdlm_wm.train import checkpoint
 from mdlm_wm.train.trainer import train
 from mdlm_wm.world_model import WorldModel
 
@@ -100,11 +100,8 @@ def _cached_rows(path: str, examples, made_with: dict) -> list[dict] | None:
 
 
 def _latest_step(model_dir: str) -> int | None:
-  ckpt = Checkpointer(os.path.join(model_dir, train_state.CHECKPOINT_DIR), save_every=1)
-  try:
-    return ckpt.latest_step()
-  finally:
-    ckpt.close()
+  latest = checkpoint.latest_meta(os.path.join(model_dir, train_state.CHECKPOINT_DIR))
+  return latest[0] if latest else None
 
 
 def _write_rows(path: str, rows: list[dict]) -> None:

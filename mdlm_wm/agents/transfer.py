@@ -18,7 +18,7 @@ from __future__ import annotations
 import json
 import os
 
-from mdlm_wm.train.checkpoint import Checkpointer
+from mdlm_wm.train import checkpoint
 
 ARMS = (
     ("random", "random actions (baseline)"),
@@ -64,15 +64,7 @@ def read_times(study: str) -> dict[str, float]:
 
 def _latest_meta(workdir: str) -> tuple[int, dict] | None:
   """(step, meta) of the latest checkpoint in `workdir`, or None."""
-  root = os.path.join(workdir, "checkpoints")
-  if not os.path.isdir(root):  # the checkpoint manager would create it
-    return None
-  ckpt = Checkpointer(root, save_every=1)
-  try:
-    step = ckpt.latest_step()
-    return None if step is None else (step, ckpt.restore_meta(step))
-  finally:
-    ckpt.close()
+  return checkpoint.latest_meta(os.path.join(workdir, "checkpoints"))
 
 
 def grpo_budget(study: str, arm: str) -> int | None:

@@ -103,6 +103,19 @@ def _grain_checkpoint():
   return grain.checkpoint
 
 
+def latest_meta(directory: str) -> tuple[int, dict] | None:
+  """(step, meta) of the latest checkpoint in `directory`; None when there is
+  none. A missing directory stays missing (the manager would create it)."""
+  if not os.path.isdir(directory):
+    return None
+  ckpt = Checkpointer(directory, save_every=1)
+  try:
+    step = ckpt.latest_step()
+    return None if step is None else (step, ckpt.restore_meta(step))
+  finally:
+    ckpt.close()
+
+
 def init_params_from(directory: str, model_cfg: ModelConfig, abstract_params: Any,
                      step: int = 0) -> Any:
   """Params of the checkpoint `step` (0: the latest) in `directory` for a run of
