@@ -5,10 +5,11 @@ kind defined by a check (mdlm_wm/eval/failures.py defines the sets and kinds).
   python -m launch.failures --baseline=copy --data=test.jsonl --out=/tmp/failures_copy.json
   python -m launch.failures --baseline=twin --data=test.jsonl --out=/tmp/failures_twin.json
 
-Prints a Markdown table (per set: steered, tool_error, unknown_tool; per
-kind: format, determined, rule, steer_ignored, hallucinated_tool, each the
-fraction of transitions with a 95% interval) and the steer effect (steer
-facts right with z and with z removed, paired). --data takes built-in
+Prints a Markdown table (per set: steered, tool_error, unknown_tool,
+intent_change; per kind: format, determined, rule, steer_ignored,
+intent_ignored, hallucinated_tool, each the fraction of transitions with a
+95% interval) and the steer effect (steer facts right with z and with z
+removed, paired). --sets=intent_change,... scores only those sets. --data takes built-in
 environments' trajectories (the sets rebuild their worlds from meta.seed);
 several files may be given, comma-separated. The model predicts one next
 state per transition with its config's sampler settings unless the sampler
@@ -30,6 +31,7 @@ flags.DEFINE_enum("baseline", None, ["copy", "twin"], "Score a baseline instead 
 flags.DEFINE_string("data", None, "Trajectory JSONL(.gz) file(s), comma-separated.",
                     required=True)
 flags.DEFINE_string("out", None, "Report JSON file (predictions included).", required=True)
+flags.DEFINE_list("sets", [], "Sets to score, comma-separated (default: all).")
 flags.DEFINE_integer("max_per_set", 0, "At most this many transitions per set (0: all), "
                      "interleaved over environments.", lower_bound=0)
 flags.DEFINE_integer("history_len", 1, "History pairs in each transition of the copy "
@@ -46,6 +48,9 @@ def main(argv):
   # pylint: disable=import-outside-toplevel
   from mdlm_wm.data import schema
   from mdlm_wm.eval import failures
+  unknown = set(FLAGS.sets) - set(failures.SETS)
+  if unknown:
+    raise app.UsageError(f"--sets: unknown {sorted(unknown)}; known: {list(failures.SETS)}")
   overrides = sampler_flags.overrides()
   with errors.reported():
     history_len, source = FLAGS.history_len, {"baseline": FLAGS.baseline}
@@ -63,6 +68,8 @@ def main(argv):
     episodes = [ep for path in FLAGS.data.split(",") for ep in schema.iter_episodes(path)]
     sets = failures.build_sets(episodes, history_len, max_per_set=FLAGS.max_per_set,
                                seed=FLAGS.seed)
+    if FLAGS.sets:
+      sets = {name: sets[name] for name in FLAGS.sets}
   print("transitions per set: " + ", ".join(f"{k} {len(v)}" for k, v in sets.items()),
         flush=True)
   report = failures.run(sets, predict)

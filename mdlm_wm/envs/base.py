@@ -80,6 +80,13 @@ class Env(abc.ABC):
   def random_action(self, rng: random.Random) -> str:
     """A plausible action drawn from the action space; it may fail."""
 
+  def change_of_intent(self, rng: random.Random) -> tuple[str, tuple[str, ...]] | None:
+    """A user who changes intent now, for adversarial probes (eval/failures.py):
+    (the user's new request, the actions that serve it in the current world),
+    or None where the environment has no user or nothing to change to."""
+    del rng
+    return None
+
   def invalid_action(self, rng: random.Random) -> str:
     """An action that fails (bad target, bad argument); default: random."""
     return self.random_action(rng)

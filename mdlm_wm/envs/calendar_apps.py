@@ -924,6 +924,20 @@ class CalendarAppsEnv(Env):
 
   # ---------------------------------------------------------------- expert
 
+  def change_of_intent(self, rng: random.Random) -> tuple[str, tuple[str, ...]] | None:
+    """The user now wants an event (not the task's) deleted, one the states
+    showed when there is one (else its day is listed first, so that the
+    delete's outcome is one the states fix)."""
+    dates = {i: d for d, ids in self._plan.items() for i in ids} | self._id_dates
+    live = sorted(set(dates) - set(self._deleted) - {self._task.event_id})
+    if not live:
+      return None
+    shown = [e for e in live if e in self._id_dates]
+    eid = rng.choice(shown or live)
+    listing = () if shown else (_call("calendar_list_events", date=dates[eid]),)
+    return (f"Update: the user changed their mind and now wants event {eid} deleted instead.",
+            (*listing, _call("calendar_delete_event", event_id=eid)))
+
   def expert_action(self) -> str:
     return getattr(self, f"_expert_{self._task.kind}")()
 

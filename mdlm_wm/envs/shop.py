@@ -909,6 +909,21 @@ class ShopEnv(Env):
 
   # ---------------------------------------------------------------- random
 
+  def change_of_intent(self, rng: random.Random) -> tuple[str, tuple[str, ...]] | None:
+    """The customer now wants a pending order (not the task's) cancelled, one
+    the states showed as pending when there is one (else the orders are listed
+    first, so that the cancel's outcome is one the states fix)."""
+    pending = sorted(o.id for o in self._w.orders.values()
+                     if o.status == "pending" and o.id != self._task.order_id)
+    if not pending:
+      return None
+    shown = [o for o in pending if self._k.statuses.get(o) == "pending"]
+    oid = rng.choice(shown or pending)
+    cancel = format_tool_call("cancel_order", {"order_id": oid, "reason": "changed_mind"})
+    listing = () if shown else (format_tool_call("list_orders", {}),)
+    return (f"Update: the customer changed their mind and now wants order {oid} cancelled "
+            "instead.", (*listing, cancel))
+
   def random_action(self, rng: random.Random) -> str:
     w = self._w
     pid = rng.choice(sorted(w.products))

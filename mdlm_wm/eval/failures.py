@@ -17,15 +17,22 @@ Transition sets (built-in environments, rebuilt from `meta.seed` and the steer):
                step the action is replaced by a call to a tool that is not in
                the spec's schemas; the real reply is the environment's
                unknown-tool error (422; calendar may answer 400).
-  (A user who changes intent mid-episode is not simulated by any environment,
-  so it has no set.)
+  intent_change probes made from test episodes of the environments with a
+               user (shop, calendar): at one step the user changes intent
+               (`Env.change_of_intent`: cancel another pending order, delete
+               another event), the spec's task gains the new request and the
+               action serves it; the real reply is the world's. Its "intent
+               facts" are the determined facts that both the reply to the
+               original action there and the copy of s_t get wrong.
 
 Failure kinds of one prediction (`kinds`), not exclusive except `format`:
   format             it does not parse as the environment's state (`format`
                      fact): the other kinds are not read.
-  determined         a determined fact other than a steer fact is wrong.
+  determined         a determined fact other than a steer or intent fact is wrong.
   rule               a constraint on invented (revealed) content is violated.
   steer_ignored      a steer fact is wrong (steered set only).
+  intent_ignored     an intent fact is wrong (intent_change set only): the
+                     reply is not the one to the user's new request.
   hallucinated_tool  the reply's `status` is not the unknown-tool error
                      (unknown_tool set only): it answered a tool that does not exist.
 Each kind is tallied per set as the fraction of transitions with a 95%
@@ -33,6 +40,7 @@ bootstrap interval (a kind that cannot occur in a set is left out).
 
 Steerability (`steer_effect`): on the steered set, the fraction of steer facts
 right with z and with z removed from the prompt, and their paired difference.
+On the intent_change set, `intent_facts`: the fraction of intent facts right.
 """
 
 from __future__ import annotations
@@ -53,8 +61,8 @@ from mdlm_wm.envs.score import check_prediction
 from mdlm_wm.eval import baselines, stats
 from mdlm_wm.eval import evaluate as ev
 
-SETS = ("steered", "tool_error", "unknown_tool")
-KINDS = ("format", "determined", "rule", "steer_ignored", "hallucinated_tool")
+SETS = ("steered", "tool_error", "unknown_tool", "intent_change")
+KINDS = ("format", "determined", "rule", "steer_ignored", "intent_ignored", "hallucinated_tool")
 STATUS = "field:status"
 # Tools no built-in environment has, for the unknown-tool probes.
 _ABSENT_TOOLS = ("apply_coupon", "track_shipment", "share_calendar", "send_sms", "export_data")
@@ -66,6 +74,7 @@ class Case:
   """One transition of a set, with what its kinds need to know."""
   example: ev.Example
   steer_facts: frozenset[str] = frozenset()  # determined facts the steer decides
+  intent_facts: frozenset[str] = frozenset()  # ... the user's new request decides
   unknown_tool: bool = False
 
 
@@ -82,6 +91,12 @@ def _replay(episode: schema.Episode, steer: str):
   return env
 
 
+def _wrong(episode: schema.Episode, step: schema.Step, text: str) -> set[str]:
+  """The determined facts of `step` (besides `format`) that `text` gets wrong."""
+  return {k for k, ok in check_prediction(episode.env, episode.spec, step, text)
+          .determined.items() if not ok and k != FORMAT}
+
+
 def steer_facts(episode: schema.Episode) -> list[frozenset[str]]:
   """Per step: the determined facts that both the same world without its
   steer (given the same actions) and the copy of s_t get wrong (empty for
@@ -89,10 +104,31 @@ def steer_facts(episode: schema.Episode) -> list[frozenset[str]]:
   if not episode.spec.steer:
     return [frozenset()] * len(episode.steps)
   plain = _replay(episode, "")
-  wrong = lambda step, text: {k for k, ok in check_prediction(
-      episode.env, episode.spec, step, text).determined.items() if not ok and k != FORMAT}
-  return [frozenset(wrong(step, plain.step(step.action).next_state) & wrong(step, step.state))
-          for step in episode.steps]
+  return [frozenset(_wrong(episode, step, plain.step(step.action).next_state)
+                    & _wrong(episode, step, step.state)) for step in episode.steps]
+
+
+def _replayed(episode: schema.Episode, index: int):
+  """The episode's world (with its steer) after its first `index` actions."""
+  env = _replay(episode, episode.spec.steer)
+  for step in episode.steps[:index]:
+    env.step(step.action)
+  return env
+
+
+def _probe(episode: schema.Episode, index: int, env, actions: Sequence[str], name: str,
+           spec: schema.Spec | None = None) -> schema.Episode:
+  """The episode cut after step `index`, whose actions from there are
+  `actions`; their steps are `env`'s (the world after the first `index`
+  actions) replies."""
+  steps, state = list(episode.steps[:index]), episode.steps[index].state
+  for action in actions:
+    res = env.step(action)
+    steps.append(schema.Step(state=state, action=action, next_state=res.next_state,
+                             reward=float(res.reward), done=bool(res.done), checks=res.checks))
+    state = res.next_state
+  return dataclasses.replace(episode, id=f"{episode.id}/{name}-{index}",
+                             spec=spec or episode.spec, steps=tuple(steps))
 
 
 def unknown_tool_probe(episode: schema.Episode, index: int) -> schema.Episode:
@@ -102,23 +138,39 @@ def unknown_tool_probe(episode: schema.Episode, index: int) -> schema.Episode:
   rng = random.Random(f"{episode.id}/{index}")
   tool = rng.choice([t for t in _ABSENT_TOOLS if t not in names])
   action = f"{tool}({json.dumps({'id': f'X{rng.randrange(100, 1000)}'})})"
-  env = _replay(episode, episode.spec.steer)
-  for step in episode.steps[:index]:
-    env.step(step.action)
-  res = env.step(action)
-  probe = schema.Step(state=episode.steps[index].state, action=action,
-                      next_state=res.next_state, reward=float(res.reward), done=bool(res.done),
-                      checks=res.checks)
-  return dataclasses.replace(episode, id=f"{episode.id}/unknown-tool-{index}",
-                             steps=(*episode.steps[:index], probe))
+  return _probe(episode, index, _replayed(episode, index), [action], "unknown-tool")
+
+
+def intent_probe(episode: schema.Episode, index: int) -> schema.Episode | None:
+  """The episode cut after step `index`, where the user changes intent: the
+  task gains the user's new request (`Env.change_of_intent`) and the actions
+  from there serve it; their steps are the real world's replies. None when
+  the environment has no change of intent to offer there."""
+  env = _replayed(episode, index)
+  change = env.change_of_intent(random.Random(f"{episode.id}/intent/{index}"))
+  if change is None:
+    return None
+  request, actions = change
+  spec = dataclasses.replace(episode.spec, task=f"{episode.spec.task} {request}")
+  return _probe(episode, index, env, actions, "intent", spec)
+
+
+def intent_facts(original: schema.Episode, probe: schema.Episode) -> frozenset[str]:
+  """The determined facts of an `intent_probe`'s last step that both the
+  reply to the original action there (the user who kept their intent) and
+  the copy of s_t get wrong."""
+  step = probe.steps[-1]
+  kept = original.steps[min(len(probe.steps), len(original.steps)) - 1].next_state
+  return frozenset(_wrong(probe, step, kept) & _wrong(probe, step, step.state))
 
 
 def build_sets(episodes: Sequence[schema.Episode], history_len: int, *,
                max_per_set: int = 0, seed: int = 0) -> dict[str, list[Case]]:
-  """The three sets of the module docstring from `episodes` (built-in
+  """The four sets of the module docstring from `episodes` (built-in
   environments with `meta.seed`; others are skipped), each interleaved over
   environments and cut to `max_per_set` (0: all). One unknown-tool probe per
-  tool-environment episode, at a step drawn from `seed`."""
+  tool-environment episode and one intent-change probe per episode of an
+  environment with a user, each at a step drawn from `seed`."""
   sets: dict[str, list[Case]] = {name: [] for name in SETS}
   for ep in episodes:
     if not registry.is_known(ep.env) or "/" in ep.env or "seed" not in ep.meta:
@@ -136,6 +188,12 @@ def build_sets(episodes: Sequence[schema.Episode], history_len: int, *,
       probe = unknown_tool_probe(ep, k)
       sets["unknown_tool"].append(
           Case(ev.Example(probe, k, transitions(probe, history_len)[k]), unknown_tool=True))
+      k = random.Random(f"{seed}/{ep.id}/intent").randrange(len(ep.steps))
+      probe = intent_probe(ep, k)
+      if probe is not None:
+        last = len(probe.steps) - 1
+        sets["intent_change"].append(Case(ev.Example(probe, last, transitions(
+            probe, history_len)[last]), intent_facts=intent_facts(ep, probe)))
   for cases in sets.values():
     cases[:] = ev.round_robin_by_env(cases, env=lambda c: c.example.episode.env)
     if max_per_set:
@@ -156,18 +214,25 @@ def kinds(case: Case, result: CheckResult) -> dict[str, float]:
   if out["format"]:
     return out  # nothing else of an unparseable state can be read
   wrong = {k for k, ok in result.determined.items() if not ok}
-  out["determined"] = float(bool(wrong - case.steer_facts - {FORMAT}))
+  out["determined"] = float(bool(wrong - case.steer_facts - case.intent_facts - {FORMAT}))
   out["rule"] = float(not all(result.constraints.values()))
   if case.steer_facts:
     out["steer_ignored"] = float(bool(wrong & case.steer_facts))
+  if case.intent_facts:
+    out["intent_ignored"] = float(bool(wrong & case.intent_facts))
   if case.unknown_tool:
     out["hallucinated_tool"] = float(STATUS in wrong)
   return out
 
 
-def steer_fact_acc(case: Case, result: CheckResult) -> float:
-  """Fraction of the case's steer facts a prediction's `check` result gets right."""
-  return float(np.mean([bool(result.determined.get(k)) for k in sorted(case.steer_facts)]))
+def fact_acc(facts: frozenset[str], result: CheckResult) -> float:
+  """Fraction of `facts` (a case's steer or intent facts) a prediction's
+  `check` result gets right."""
+  return float(np.mean([bool(result.determined.get(k)) for k in sorted(facts)]))
+
+
+def _ci(values: Sequence[float]) -> dict:
+  return dict(zip(("mean", "low", "high"), stats.bootstrap_ci(values)), n=len(values))
 
 
 def tally(cases: Sequence[Case], results: Sequence[CheckResult]) -> dict:
@@ -184,18 +249,17 @@ def steer_effect(cases: Sequence[Case], with_z: Sequence[CheckResult],
                  without_z: Sequence[CheckResult]) -> dict:
   """Steer-fact accuracy with z and without it (`check` results of the same
   cases), and the paired difference."""
-  a = [steer_fact_acc(c, r) for c, r in zip(cases, with_z, strict=True)]
-  b = [steer_fact_acc(c, r) for c, r in zip(cases, without_z, strict=True)]
-  ci = lambda values: dict(zip(("mean", "low", "high"), stats.bootstrap_ci(values)),
-                           n=len(values))
-  return {"with": ci(a), "without": ci(b), "diff": ci([x - y for x, y in zip(a, b)])}
+  a = [fact_acc(c.steer_facts, r) for c, r in zip(cases, with_z, strict=True)]
+  b = [fact_acc(c.steer_facts, r) for c, r in zip(cases, without_z, strict=True)]
+  return {"with": _ci(a), "without": _ci(b), "diff": _ci([x - y for x, y in zip(a, b)])}
 
 
 Predict = Callable[[Sequence[ev.Example], Sequence[str | None]], list[str]]
 
 
 def run(sets: dict[str, list[Case]], predict: Predict, *, steer_removed: bool = True) -> dict:
-  """The report: a tally per set and, when `steer_removed`, the steer effect.
+  """The report: a tally per set, the share of intent facts right on the
+  intent_change set and, when `steer_removed`, the steer effect.
 
   `predict(examples, steers)` returns one next state per example; a steer
   None keeps the spec's, "" removes it.
@@ -209,6 +273,9 @@ def run(sets: dict[str, list[Case]], predict: Predict, *, steer_removed: bool = 
     predictions[name] = predict([c.example for c in cases], [None] * len(cases))
     results[name] = [check(c, p) for c, p in zip(cases, predictions[name], strict=True)]
     report["sets"][name] = tally(cases, results[name])
+  if sets.get("intent_change"):
+    report["intent_facts"] = _ci([fact_acc(c.intent_facts, r) for c, r in zip(
+        sets["intent_change"], results["intent_change"], strict=True)])
   steered = sets.get("steered", [])
   if steer_removed and steered:
     without = predict([c.example for c in steered], [""] * len(steered))
@@ -232,7 +299,8 @@ def baseline_predict(kind: str) -> Predict:
 
 
 def format_report(report: dict) -> str:
-  """Markdown: one row per set, a column per kind (mean [95% CI]), then the steer effect."""
+  """Markdown: one row per set, a column per kind (mean [95% CI]), then the
+  intent facts right and the steer effect."""
   cell = lambda s: f"{s['mean']:.3f} [{s['low']:.3f}, {s['high']:.3f}]" if s else "-"
   head = ["set", "transitions", *KINDS, "any"]
   lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
@@ -240,6 +308,10 @@ def format_report(report: dict) -> str:
     lines.append("| " + " | ".join([name, str(t["transitions"])]
                                    + [cell(t.get(k)) for k in (*KINDS, "any")]) + " |")
   lines.append("(kinds after format: fractions of the predictions that parse)")
+  intent = report.get("intent_facts")
+  if intent:
+    lines.append(f"\nintent facts right (unparseable predictions count as wrong): "
+                 f"{cell(intent)} (n {intent['n']})")
   effect = report.get("steer_effect")
   if effect:
     lines.append(f"\nsteer facts right: with z {cell(effect['with'])}, z removed "

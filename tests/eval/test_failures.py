@@ -65,6 +65,31 @@ def test_an_unknown_tool_gets_the_real_error_and_the_copy_hallucinates(flaky):
   assert kinds(case.example.step.state)["hallucinated_tool"] == 1.0
 
 
+@pytest.mark.parametrize("env,tool", [("shop", "cancel_order"),
+                                      ("calendar", "calendar_delete_event")])
+def test_a_user_who_changes_intent_gets_the_real_reply_and_the_copy_ignores_it(env, tool):
+  ep, _ = run_episode(registry.make(env), 3, "noisy")
+  sets = failures.build_sets([ep], 1)
+  (case,) = sets["intent_change"]
+  probe, step = case.example.episode, case.example.step
+  assert probe.spec.task.startswith(ep.spec.task) and "changed their mind" in probe.spec.task
+  assert step.action.startswith(tool + "(") and failures.status(step.next_state) == 200
+  assert step is probe.steps[-1] and case.intent_facts
+  kinds = lambda text: failures.kinds(case, failures.check(case, text))
+  assert kinds(step.next_state) == {"format": 0.0, "determined": 0.0, "rule": 0.0,
+                                    "intent_ignored": 0.0}
+  assert kinds(step.state)["intent_ignored"] == 1.0
+  # The world's reply had the user kept their intent is not the one asked for.
+  kept = ep.steps[min(len(probe.steps), len(ep.steps)) - 1].next_state
+  assert kinds(kept)["intent_ignored"] == 1.0
+
+
+def test_environments_without_a_user_have_no_change_of_intent():
+  ep, _ = run_episode(registry.make("household"), 0, "expert")
+  assert failures.intent_probe(ep, 0) is None
+  assert not failures.build_sets([ep], 1)["intent_change"]
+
+
 def test_run_tallies_each_set_and_the_steer_effect(flaky):
   ep, _ = flaky
   sets = failures.build_sets([ep], 1)
@@ -77,8 +102,11 @@ def test_run_tallies_each_set_and_the_steer_effect(flaky):
   effect = rep["steer_effect"]
   assert effect["with"]["mean"] == 1.0 and effect["without"]["mean"] == 0.0
   assert effect["diff"]["mean"] == 1.0
+  assert rep["intent_facts"]["mean"] == 1.0
   copy = failures.run(sets, failures.baseline_predict("copy"))
   assert copy["sets"]["unknown_tool"]["hallucinated_tool"]["mean"] == 1.0
+  assert copy["sets"]["intent_change"]["intent_ignored"]["mean"] == 1.0
+  assert copy["intent_facts"]["mean"] == 0.0 and "intent facts right" in failures.format_report(copy)
   assert "| steered |" in failures.format_report(copy)
   # The twin world knows every determined fact and answers the unknown tool as the world does.
   twin = failures.run(sets, failures.baseline_predict("twin"))
