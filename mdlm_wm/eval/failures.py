@@ -40,7 +40,8 @@ bootstrap interval (a kind that cannot occur in a set is left out).
 
 Steerability (`steer_effect`): on the steered set, the fraction of steer facts
 right with z and with z removed from the prompt, and their paired difference.
-On the intent_change set, `intent_facts`: the fraction of intent facts right.
+On the intent_change set, `intent_facts`: the fraction of intent facts right
+(over its transitions that have any).
 """
 
 from __future__ import annotations
@@ -275,7 +276,7 @@ def run(sets: dict[str, list[Case]], predict: Predict, *, steer_removed: bool = 
     report["sets"][name] = tally(cases, results[name])
   if sets.get("intent_change"):
     report["intent_facts"] = _ci([fact_acc(c.intent_facts, r) for c, r in zip(
-        sets["intent_change"], results["intent_change"], strict=True)])
+        sets["intent_change"], results["intent_change"], strict=True) if c.intent_facts])
   steered = sets.get("steered", [])
   if steer_removed and steered:
     without = predict([c.example for c in steered], [""] * len(steered))
