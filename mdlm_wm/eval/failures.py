@@ -311,7 +311,7 @@ def format_report(report: dict) -> str:
   lines.append("(kinds after format: fractions of the predictions that parse)")
   intent = report.get("intent_facts")
   if intent:
-    lines.append(f"\nintent facts right (unparseable predictions count as wrong): "
+    lines.append(f"\nintent facts right (every prediction, parseable or not): "
                  f"{cell(intent)} (n {intent['n']})")
   effect = report.get("steer_effect")
   if effect:
