@@ -172,6 +172,9 @@ block() {
   for m in ar mdlm; do
     local flags=(--config.optim.warmup_steps=$((steps > 10 ? 5 : 0)))
     [ $m = mdlm ] && flags+=(--config.sample.steps="$block_steps")
+    # REWARD=passed: evaluation's pass (0/1) as the only reward.
+    [ "${REWARD:-state_check}" = passed ] && flags+=(--config.rewards.state_check=0 \
+        --config.rewards.passed=1)
     grpo_compare "$qs/$m" "$out/grpo_$m" "$d" test "$steps" 8 2e-4 "$steps" "$n" "${flags[@]}"
     greedy "$qs/$m" "$out/grpo_$m/greedy_sft" "$d" --max_examples="$n"
     greedy "$out/grpo_$m" "$out/grpo_$m/greedy_grpo" "$d" --max_examples="$n"

@@ -225,7 +225,7 @@ def validate(cfg) -> None:
 ADVANTAGE_MODES = ("std", "mean", "loo")
 KL_ESTIMATORS = ("k1", "k2", "k3")
 MDLM_LOGPROBS = ("coupled", "one_step")
-REWARD_KEYS = ("state_check", "format", "bleu1", "rouge_l", "length")
+REWARD_KEYS = ("state_check", "passed", "format", "bleu1", "rouge_l", "length")
 
 
 # The sampler settings a caller may override (WorldModel.decode_config), with
@@ -259,6 +259,7 @@ def grpo_base_config() -> ml_collections.ConfigDict:
 
   c.rewards = ml_collections.ConfigDict()  # weights; 0 turns a term off
   c.rewards.state_check = 1.0
+  c.rewards.passed = 0.0  # evaluation's pass (state_check == 1) as a 0/1 reward
   c.rewards.format = 0.0
   c.rewards.bleu1 = 0.0
   c.rewards.rouge_l = 0.0

@@ -81,6 +81,16 @@ def state_check(env: str) -> Reward:
   return reward
 
 
+def passed(env: str) -> Reward:
+  """Evaluation's `pass` as a reward: 1.0 when every determined fact and
+  every constraint on revealed content holds, else 0.0 (`state_check` == 1)."""
+
+  def reward(spec: Spec, step: Step, prediction: str) -> float:
+    return float(_MEMO.result(env, spec, step, prediction).passed)
+
+  return reward
+
+
 def _json_values(text: str, limit: float = math.inf) -> int:
   """Number of JSON objects/arrays in `text` (nested ones not counted
   separately), stopping at `limit`."""
@@ -163,6 +173,7 @@ def make_reward(weights: Mapping[str, float], env: str) -> Reward:
   """The weighted sum of the rewards in config_lib.REWARD_KEYS with a nonzero weight."""
   factories = {
       "state_check": lambda: state_check(env),
+      "passed": lambda: passed(env),
       "format": lambda: format_validity(env),
       "bleu1": bleu1_to_reference,
       "rouge_l": rouge_l_to_reference,

@@ -44,9 +44,12 @@ def test_state_check_grades_what_a_model_can_know(boxes):
   # format + opened + the content constraint: a wrong draw costs nothing.
   assert scores == {"hidden draw wrong": 1.0, "determined fact wrong": pytest.approx(2 / 3),
                     "invented content breaks a rule": pytest.approx(2 / 3)}
+  passed = rewards.make_reward({"passed": 1.0}, fake_env.Boxes.name)
   for name, text in cases.items():  # 1.0 exactly when evaluation's pass is 1
-    assert (scores[name] == 1.0) == bool(score_prediction(fake_env.Boxes.name, boxes.spec, step,
-                                                          text)["pass"]), name
+    is_pass = bool(score_prediction(fake_env.Boxes.name, boxes.spec, step, text)["pass"])
+    assert (scores[name] == 1.0) == is_pass, name
+    assert passed(boxes.spec, step, text) == float(is_pass), name
+  assert [passed(boxes.spec, step, t) for t in cases.values()] == [1.0, 0.0, 0.0]
 
 
 def test_a_grpo_step_checks_each_completion_once(boxes):
