@@ -114,3 +114,44 @@ def test_coin_predicate_agrees_with_the_real_environment_on_every_state(env):
           assert fn(ep.spec, s.next_state) == (s.done and s.reward > 0), (policy, seed, s.action)
   finally:
     game.close()
+
+
+LOOK = Spec("", "look at pen under the desklamp")
+EXAMINE = Spec("", "examine the alarmclock with the desklamp")
+PUT = Spec("", "put a potato in sinkbasin")
+
+
+@pytest.mark.parametrize("env,spec,state,expected", [
+    ("alfworld/pick_and_place_simple", PUT, "You move the potato 2 to the sinkbasin 1.\n"
+     "[location: sinkbasin 1 | holding: nothing | open: none | placed: 1/1]", True),
+    ("alfworld/pick_and_place_simple", PUT, "You pick up the potato 2.\n"
+     "[location: sinkbasin 1 | holding: potato 2 | open: none | placed: 0/1]", False),
+    ("alfworld/look_at_obj_in_light", LOOK, "You turn on the desklamp 1.\n"
+     "[location: desk 1 | holding: pen 2 | open: none | lamp: on]", True),
+    ("alfworld/look_at_obj_in_light", LOOK, "You turn on the desklamp 1.\n"
+     "[location: desk 1 | holding: pencil 1 | open: none | lamp: on]", False),  # another kind
+    ("alfworld/look_at_obj_in_light", EXAMINE, "You pick up the alarmclock 1.\n"
+     "[location: desk 1 | holding: alarmclock 1 | open: none | lamp: off]", False),
+    ("alfworld/look_at_obj_in_light", EXAMINE, "You turn on the desklamp 1.\n"
+     "[location: desk 1 | holding: alarmclock 1 | open: none | lamp: on]", True),
+])
+def test_alfworld_tasks_are_solved_when_placed_or_examined_in_light(env, spec, state, expected):
+  assert success.default_success_fn(env)(spec, state) is expected
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("task", ["look_at_obj_in_light", "pick_and_place_simple",
+                                  "pick_two_obj_and_place", "pick_heat_then_place_in_recep"])
+def test_alfworld_predicate_agrees_with_the_real_environment_on_every_state(task):
+  pytest.importorskip("textworld")
+  env = f"alfworld/{task}"
+  fn = success.default_success_fn(env)
+  game = envs.make(env)
+  try:
+    for policy in ("expert", "noisy", "random"):
+      for seed in game.split_seeds("train")[:3]:
+        ep, _ = envs.run_episode(game, seed, policy)
+        for s in ep.steps:
+          assert fn(ep.spec, s.next_state) == (s.done and s.reward > 0), (policy, seed, s.action)
+  finally:
+    game.close()
