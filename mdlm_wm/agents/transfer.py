@@ -40,7 +40,9 @@ WM_METRICS = (("pass", "pass rate"), ("checks", "check score"),
 
 
 def _cell(summary: dict | None, digits: int = 2) -> str:
-  if not summary:
+  """mean [low, high]; "-" when missing or over no episodes (WM2Real when the
+  world model granted no win: its mean is NaN)."""
+  if not summary or summary.get("n") == 0:
     return "-"
   return f"{summary['mean']:.{digits}f} [{summary['low']:.{digits}f}, {summary['high']:.{digits}f}]"
 

@@ -75,3 +75,9 @@ def test_the_word2world_table_reads_the_wm2real_reports(tmp_path):
   assert "| 0.50 [0.00, 1.00] (n 2) | 0.50 [" in row  # WM2Real: 1 of the 2 WM wins
   assert "| 0.400 [0.400, 0.400] | 0.200 [0.200, 0.200] | 4 | 1.0 min |" in row
   assert "eval/wm2real_wm_ar.json" in text.split("Missing:")[1]
+  # A world model that grants no win has no WM2Real: a dash, not NaN.
+  lost = [dict(r, wm_success=0.0) for r in rows]
+  (tmp_path / "eval" / "wm2real_wm_ar.json").write_text(
+      json.dumps(wm2real.report(lost, single, {"world_model": 50.0, "replay": 10.0})))
+  row = next(l for l in transfer.render(str(tmp_path)).splitlines() if l.startswith("| AR | 0.00 ["))
+  assert "| - (n 0) |" in row and "nan" not in row
