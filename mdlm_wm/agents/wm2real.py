@@ -190,7 +190,8 @@ def report(rows: Sequence[dict], single: dict | None, seconds: dict[str, float])
 
 def format_report(rep: dict) -> str:
   """Plain-text lines: mean [95% CI] (n) per metric, overall and per environment."""
-  cell = lambda s: f"{s['mean']:.3f} [{s['low']:.3f}, {s['high']:.3f}] (n {s['n']})"
+  cell = lambda s: (f"{s['mean']:.3f} [{s['low']:.3f}, {s['high']:.3f}] (n {s['n']})" if s['n']
+                    else "- (n 0: no win inside the world model)")
   lines = []
   for name, block in [("overall", rep["overall"]), *rep["per_env"].items()]:
     lines.append(f"{name}: " + " | ".join(
