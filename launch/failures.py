@@ -48,9 +48,10 @@ def main(argv):
   # pylint: disable=import-outside-toplevel
   from mdlm_wm.data import schema
   from mdlm_wm.eval import failures
-  unknown = set(FLAGS.sets) - set(failures.SETS)
-  if unknown:
-    raise app.UsageError(f"--sets: unknown {sorted(unknown)}; known: {list(failures.SETS)}")
+  try:  # before a model loads
+    names = failures.set_names(FLAGS.sets)
+  except ValueError as e:
+    raise app.UsageError(f"--sets: {e}") from None
   overrides = sampler_flags.overrides()
   with errors.reported():
     history_len, source = FLAGS.history_len, {"baseline": FLAGS.baseline}
@@ -67,9 +68,7 @@ def main(argv):
                 "sample": {**wm.cfg.sample.to_dict(), **overrides}}
     episodes = [ep for path in FLAGS.data.split(",") for ep in schema.iter_episodes(path)]
     sets = failures.build_sets(episodes, history_len, max_per_set=FLAGS.max_per_set,
-                               seed=FLAGS.seed)
-    if FLAGS.sets:
-      sets = {name: sets[name] for name in FLAGS.sets}
+                               seed=FLAGS.seed, names=names)
   print("transitions per set: " + ", ".join(f"{k} {len(v)}" for k, v in sets.items()),
         flush=True)
   report = failures.run(sets, predict)

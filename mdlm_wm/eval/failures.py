@@ -165,30 +165,44 @@ def intent_facts(original: schema.Episode, probe: schema.Episode) -> frozenset[s
   return frozenset(_wrong(probe, step, kept) & _wrong(probe, step, step.state))
 
 
+def set_names(names: Sequence[str] = ()) -> tuple[str, ...]:
+  """`names` checked against SETS, in their order (empty: all of them)."""
+  unknown = sorted(set(names) - set(SETS))
+  if unknown:
+    raise ValueError(f"unknown sets {unknown}; known: {list(SETS)}")
+  return tuple(dict.fromkeys(names)) or SETS
+
+
 def build_sets(episodes: Sequence[schema.Episode], history_len: int, *,
-               max_per_set: int = 0, seed: int = 0) -> dict[str, list[Case]]:
-  """The four sets of the module docstring from `episodes` (built-in
-  environments with `meta.seed`; others are skipped), each interleaved over
-  environments and cut to `max_per_set` (0: all). One unknown-tool probe per
-  tool-environment episode and one intent-change probe per episode of an
-  environment with a user, each at a step drawn from `seed`."""
-  sets: dict[str, list[Case]] = {name: [] for name in SETS}
+               max_per_set: int = 0, seed: int = 0,
+               names: Sequence[str] = ()) -> dict[str, list[Case]]:
+  """The sets `names` (default: all four) of the module docstring from
+  `episodes` (built-in environments with `meta.seed`; others are skipped),
+  each interleaved over environments and cut to `max_per_set` (0: all). One
+  unknown-tool probe per tool-environment episode and one intent-change
+  probe per episode of an environment with a user, each at a step drawn
+  from `seed`. Only the sets asked for are built (their replays cost)."""
+  sets: dict[str, list[Case]] = {name: [] for name in set_names(names)}
   for ep in episodes:
     if not registry.is_known(ep.env) or "/" in ep.env or "seed" not in ep.meta:
       continue
     trs = transitions(ep, history_len)
-    for k, (facts, tr) in enumerate(zip(steer_facts(ep), trs)):
+    facts = steer_facts(ep) if "steered" in sets else [frozenset()] * len(trs)
+    for k, (step_facts, tr) in enumerate(zip(facts, trs)):
       example = ev.Example(ep, k, tr)
-      if facts:
-        sets["steered"].append(Case(example, facts))
+      if step_facts:
+        sets["steered"].append(Case(example, step_facts))
       code = status(ep.steps[k].next_state)
-      if code is not None and code >= 400:
+      if "tool_error" in sets and code is not None and code >= 400:
         sets["tool_error"].append(Case(example))
-    if ep.spec.tools and ep.steps:
+    if not (ep.spec.tools and ep.steps):
+      continue
+    if "unknown_tool" in sets:
       k = random.Random(f"{seed}/{ep.id}").randrange(len(ep.steps))
       probe = unknown_tool_probe(ep, k)
       sets["unknown_tool"].append(
           Case(ev.Example(probe, k, transitions(probe, history_len)[k]), unknown_tool=True))
+    if "intent_change" in sets:
       k = random.Random(f"{seed}/{ep.id}/intent").randrange(len(ep.steps))
       probe = intent_probe(ep, k)
       if probe is not None:

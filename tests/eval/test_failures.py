@@ -84,6 +84,17 @@ def test_a_user_who_changes_intent_gets_the_real_reply_and_the_copy_ignores_it(e
   assert kinds(kept)["intent_ignored"] == 1.0
 
 
+def test_build_sets_builds_only_the_sets_asked_for(flaky):
+  ep, _ = flaky
+  every = failures.build_sets([ep], 1)
+  some = failures.build_sets([ep], 1, names=["intent_change", "steered"])
+  assert list(some) == ["intent_change", "steered"]
+  for name in some:
+    assert [c.example.key for c in some[name]] == [c.example.key for c in every[name]]
+  with pytest.raises(ValueError, match="unknown sets \\['bogus'\\]"):
+    failures.build_sets([ep], 1, names=["bogus"])
+
+
 def test_environments_without_a_user_have_no_change_of_intent():
   ep, _ = run_episode(registry.make("household"), 0, "expert")
   assert failures.intent_probe(ep, 0) is None
