@@ -32,8 +32,9 @@ exact): no false negatives anywhere; false positives 0 for household, lab
 and files, 15 of 1,903 states (0.8%) for shop and 55 of 1,697 (3.2%) for
 calendar. The ALFWorld-style predicate agrees with the engine on all 1,927
 states of 5 train seeds x 3 policies x its 6 tasks (before it, their wins
-were never recognised: their status line has no `progress` or `won`). Pass your own predicate (any callable) where that is not enough;
-it is only ever called on the host, between jitted calls.
+were never recognised: their status line has no `progress` or `won`). Pass
+your own predicate (any callable) where that is not enough; it is only ever
+called on the host, between jitted calls.
 """
 
 from __future__ import annotations
