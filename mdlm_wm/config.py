@@ -24,6 +24,7 @@ from ml_collections import config_dict
 
 from mdlm_wm.ar import decode as ar_decode
 from mdlm_wm.data.block_rows import check_seq_len
+from mdlm_wm.data.delta import TARGETS
 from mdlm_wm.data.schema import SPLITS
 from mdlm_wm.data.serialize import TOOLS_FORMATS, Serializer, parse_anchors
 from mdlm_wm.diffusion import block_sampler
@@ -80,6 +81,10 @@ def base_config() -> ml_collections.ConfigDict:
   # Anchors the model never reads (comma-separated of s0, task, tools, rules,
   # steer): the training-time half of an anchor ablation.
   c.data.ablate = ""
+  # What the model writes: "state", s_{t+1} whole, or "delta", s_{t+1} with
+  # every status value, JSON value and line that repeats s_t written "="
+  # (data/delta.py); the world model turns a delta back into the state.
+  c.data.target = "state"
   c.data.read_threads = 2
 
   # The backbone's fields and defaults (model/transformer.py ModelConfig; the
@@ -182,6 +187,7 @@ def validate(cfg) -> None:
   _check(d.history_len >= 0, "data.history_len", "must be >= 0")
   _check(tools_format(cfg) in TOOLS_FORMATS, "data.tools_format", f"must be one of {TOOLS_FORMATS}")
   ablated(cfg)  # raises naming data.ablate
+  _check(target(cfg) in TARGETS, "data.target", f"must be one of {TARGETS}")
   _check(d.max_target_len >= 2, "data.max_target_len", "must be >= 2")
   with _library_rules("data"):  # the pipeline's rule: MDLM rows hold the target twice
     check_seq_len(d.seq_len, d.max_context_len, d.max_target_len, block=block_size(cfg) > 0)
@@ -518,11 +524,17 @@ def ablated(cfg) -> tuple[str, ...]:
   return parse_anchors(cfg.data.get("ablate", ""), "data.ablate")
 
 
+def target(cfg) -> str:
+  """What a model of this config writes (data.target; "state" for a config
+  from before the key)."""
+  return cfg.data.get("target", "state")
+
+
 def serializer(cfg, tokenizer) -> Serializer:
   """The serializer a model of this config reads its contexts with."""
   d = cfg.data
   return Serializer(tokenizer, d.max_context_len, d.max_target_len, d.history_len,
-                    tools_format(cfg), ablated(cfg))
+                    tools_format(cfg), ablated(cfg), target(cfg))
 
 
 def is_block_model(cfg) -> bool:

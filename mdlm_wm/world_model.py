@@ -25,6 +25,7 @@ import numpy as np
 
 from mdlm_wm import config as config_lib
 from mdlm_wm.ar import decode as ar_decode
+from mdlm_wm.data import delta
 from mdlm_wm.data.schema import Spec
 from mdlm_wm.data.serialize import Transition
 from mdlm_wm.data.tokenizer import Tokenizer
@@ -45,6 +46,9 @@ class Samples(NamedTuple):
   valid_BC: np.ndarray  # real context tokens
   fixed_BT: np.ndarray  # pinned canvas tokens (-1: free)
   tokens_BGT: np.ndarray  # G canvases per context
+  # The current state of each context: a delta target (data.target) is
+  # written against it. Empty for a model that writes whole states.
+  states_B: tuple[str, ...] = ()
 
 
 @dataclasses.dataclass(frozen=True)
@@ -193,13 +197,20 @@ class WorldModel:
       tokens = mdlm_sampler.sample(self.graphdef, params, context, valid, fixed, rng, cfg,
                                    num_samples=num_samples, mask_id=self.tokenizer.mask_id,
                                    uncond_valid_BC=uncond).tokens_BGT
-    return Samples(context, valid, fixed, np.asarray(jax.device_get(tokens)))
+    states = (tuple(tr.state for tr in transitions)
+              if config_lib.target(self.cfg) == "delta" else ())
+    return Samples(context, valid, fixed, np.asarray(jax.device_get(tokens)), states)
 
   def texts(self, samples: Samples) -> list[list[str]]:
-    """The next-state text of every canvas in `samples`: [B][G]."""
+    """The next-state text of every canvas in `samples`: [B][G] (a delta
+    target written back as the state it describes)."""
     B, G, _ = samples.tokens_BGT.shape
-    return [[self._text(samples.tokens_BGT[b, g], samples.fixed_BT[b]) for g in range(G)]
-            for b in range(B)]
+    out = [[self._text(samples.tokens_BGT[b, g], samples.fixed_BT[b]) for g in range(G)]
+           for b in range(B)]
+    if samples.states_B:
+      out = [[delta.apply_delta(text, state) for text in row]
+             for row, state in zip(out, samples.states_B, strict=True)]
+    return out
 
   def generate(self, transitions: Sequence[Transition], *, num_samples: int = 1,
                seed: int | Sequence[int] = 0,

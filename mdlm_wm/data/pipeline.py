@@ -123,6 +123,7 @@ class PipelineConfig:
   history_len: int = 2
   tools_format: str = "signature"  # data/serialize.py TOOLS_FORMATS
   ablate: tuple[str, ...] = ()  # anchors never read (data/serialize.py ANCHORS)
+  target: str = "state"  # or "delta": s_{t+1} as its change from s_t (data/delta.py)
   # > 0: block-diffusion rows with blocks of this many slots (>= max_target_len:
   # the full canvas); 0: plain [context][target] rows (the AR objective).
   block_size: int = 0
@@ -183,7 +184,7 @@ def make_dataset(paths: str | Sequence[str], tokenizer: Tokenizer, cfg: Pipeline
   cfg.validate()
   src = source or TransitionSource(paths, cfg.history_len)
   serializer = Serializer(tokenizer, cfg.max_context_len, cfg.max_target_len, cfg.history_len,
-                          cfg.tools_format, cfg.ablate)
+                          cfg.tools_format, cfg.ablate, cfg.target)
   to_row = _ToRow(serializer, cfg)
   ds = grain.MapDataset.source(src)
   if cfg.shuffle:

@@ -3,7 +3,7 @@
     context = <s0> s0 <task> c <tools> T <rules> R <steer> z
               <history> (<state> s_i <action> a_i)*   (last k pairs, oldest first)
               <state> s_t <action> a_t <target>
-    target  = s_{t+1} <eot>
+    target  = s_{t+1} <eot>   (or its change from s_t: data/delta.py, data.target)
 
 Truncation policy, applied in this order until the context fits
 `max_context_len`, every cut counted in `Truncation`:
@@ -36,6 +36,7 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from mdlm_wm.data import delta
 from mdlm_wm.data.schema import Episode, Spec, Tool
 from mdlm_wm.data.tokenizer import Tokenizer
 
@@ -183,7 +184,7 @@ class Serializer:
 
   def __init__(self, tokenizer: Tokenizer, max_context_len: int, max_target_len: int,
                history_len: int = 2, tools_format: str = "signature",
-               ablate: Sequence[str] = ()):
+               ablate: Sequence[str] = (), target: str = "state"):
     if max_target_len < 2:
       raise ValueError(f"max_target_len must be >= 2, got {max_target_len}")
     if max_context_len < 9:
@@ -196,6 +197,9 @@ class Serializer:
     self.tools_format = tools_format
     # Anchors this model never reads (a training-time ablation, data.ablate).
     self.ablate = parse_anchors(ablate, "data.ablate")
+    if target not in delta.TARGETS:
+      raise ValueError(f"data.target must be one of {delta.TARGETS}, got {target!r}")
+    self.target = target
     self._spec_cache: dict[int, dict[str, list[int]]] = {}
 
   def _spec_ids(self, spec: Spec) -> dict[str, list[int]]:
@@ -281,7 +285,9 @@ class Serializer:
       context += [m["state"]] + s + [m["action"]] + a
     context += [m["state"]] + state + [m["action"]] + action + [m["target"]]
 
-    target = self.tok.encode(tr.next_state) + [self.tok.eot_id]
+    written = (delta.delta_of(tr.next_state, tr.state) if self.target == "delta"
+               else tr.next_state)
+    target = self.tok.encode(written) + [self.tok.eot_id]
     if len(target) > self.max_target_len:
       cut.target_tokens_cut = len(target) - self.max_target_len
       cut.target_cut = 1

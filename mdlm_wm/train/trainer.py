@@ -76,7 +76,7 @@ def pipeline_config(cfg, *, batch_size: int | None = None, seed_offset: int = 0,
       batch_size=batch_size or d.batch_size, seq_len=d.seq_len,
       max_context_len=d.max_context_len, max_target_len=d.max_target_len,
       history_len=d.history_len, tools_format=config_lib.tools_format(cfg),
-      ablate=config_lib.ablated(cfg),
+      ablate=config_lib.ablated(cfg), target=config_lib.target(cfg),
       block_size=config_lib.block_size(cfg),
       shift=bool(cfg.diffusion.get("shift", False)), seed=cfg.seed + seed_offset,
       num_epochs=num_epochs, shuffle=shuffle, read_threads=d.read_threads)
