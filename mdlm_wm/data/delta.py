@@ -36,32 +36,42 @@ _STATUS = re.compile(r"\[([^\[\]]*)\]\s*$")
 _SEP = " | "
 
 
+def _pairs(parts: list[str]) -> list[tuple[str, str]] | None:
+  """`key: value` strings as (key, value); None when one has no `: `."""
+  out = []
+  for part in parts:
+    key, colon, value = part.partition(": ")
+    if not colon:
+      return None
+    out.append((key, value))
+  return out
+
+
 def _status(text: str) -> tuple[int, list[tuple[str, str]]] | None:
   """Where the trailing status line's bracket starts and its (key, value)
   parts, when the line reads back exactly from them."""
   m = _STATUS.search(text)
-  if not m:
-    return None
-  parts = []
-  for part in m.group(1).split(_SEP):
-    key, colon, value = part.partition(": ")
-    if not colon:
-      return None
-    parts.append((key, value))
-  if _SEP.join(f"{k}: {v}" for k, v in parts) != m.group(1):
+  parts = _pairs(m.group(1).split(_SEP)) if m else None
+  if parts is None or _SEP.join(f"{k}: {v}" for k, v in parts) != m.group(1):
     return None
   return m.start(), parts
 
 
-def _json_object(line: str) -> dict | None:
-  """`line` as a JSON object when json.dumps writes it back exactly."""
+def _json_dict(line: str) -> dict | None:
+  """`line` parsed, when it is a JSON object."""
   if not line.startswith("{"):
     return None
   try:
     obj = json.loads(line)
   except ValueError:
     return None
-  return obj if isinstance(obj, dict) and json.dumps(obj) == line else None
+  return obj if isinstance(obj, dict) else None
+
+
+def _json_object(line: str) -> dict | None:
+  """`line` as a JSON object when json.dumps writes it back exactly."""
+  obj = _json_dict(line)
+  return obj if obj is not None and json.dumps(obj) == line else None
 
 
 def _line_delta(line: str, before: str | None) -> str:
@@ -81,14 +91,8 @@ def _line_apply(line: str, before: str | None) -> str:
     return line
   if line == SAME:
     return before
-  if not line.startswith("{"):
-    return line
-  try:
-    obj = json.loads(line)
-  except ValueError:
-    return line
-  old = _json_object(before)
-  if not isinstance(obj, dict) or old is None:
+  obj, old = _json_dict(line), _json_object(before)
+  if obj is None or old is None:
     return line
   if any(v == SAME and k not in old for k, v in obj.items()):
     return line
@@ -108,13 +112,8 @@ def _status_delta(text: str) -> tuple[str, list[tuple[str, str]]] | None:
   m = _STATUS.search(text)
   if not m or not (m.group(1) == SAME or m.group(1).startswith(SAME + _SEP)):
     return None
-  parts = []
-  for part in m.group(1).split(_SEP)[1:]:
-    key, colon, value = part.partition(": ")
-    if not colon:
-      return None
-    parts.append((key, value))
-  return text[:m.start()], parts
+  parts = _pairs(m.group(1).split(_SEP)[1:])
+  return None if parts is None else (text[:m.start()], parts)
 
 
 def _lines(body: str, old_body: str, line_fn) -> str:
