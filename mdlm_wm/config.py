@@ -81,9 +81,9 @@ def base_config() -> ml_collections.ConfigDict:
   # Anchors the model never reads (comma-separated of s0, task, tools, rules,
   # steer): the training-time half of an anchor ablation.
   c.data.ablate = ""
-  # What the model writes: "state", s_{t+1} whole, or "delta", s_{t+1} with
-  # every status value, JSON value and line that repeats s_t written "="
-  # (data/delta.py); the world model turns a delta back into the state.
+  # What the model writes: "state", s_{t+1} whole, or "delta", s_{t+1} as its
+  # change from s_t: the status entries that changed, "=" for JSON values and
+  # lines that repeat s_t (data/delta.py); the world model writes the state back.
   c.data.target = "state"
   c.data.read_threads = 2
 
