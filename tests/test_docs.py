@@ -60,7 +60,7 @@ NOT_RUN = {
     ("README.md", "export WM=/tmp/mdlm_wm_quickstart"):
         "sets the guide's variables; the test sets them itself (to the tiny setup)",
     ("getting_started.md", "pip install -e . && python -m launch.quickstart"):
-        "installs packages and trains two quickstart models (12 min on 2 CPU cores); "
+        "installs packages and trains two quickstart models (7 min on 2 CPU cores); "
         "the page's runnable block runs the same job with configs/tiny.py",
     ("getting_started.md", "python -m pytest -q"):
         "the whole default test suite, which contains this test",
