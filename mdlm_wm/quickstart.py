@@ -208,6 +208,12 @@ def format_table(summary: dict, baseline_rows: dict | None = None) -> str:
   return "\n".join(lines)
 
 
+def _written(cfg) -> str:
+  """What the models' losses are per token of."""
+  return ("delta target (s_{t+1} as its change from s_t)" if config_lib.target(cfg) == "delta"
+          else "target")
+
+
 def run(cfg, workdir: str) -> dict:
   os.makedirs(workdir, exist_ok=True)
   data_dir = build_data(cfg, workdir)
@@ -222,9 +228,9 @@ def run(cfg, workdir: str) -> dict:
     json.dump({**summary, "baselines": baseline_rows}, f, indent=2)
   print("\n" + format_table(summary, baseline_rows))
   print(f"\nscored on {len(examples)} test transitions ({cfg.eval.examples_per_env} per "
-        "environment), greedy decoding; losses in nats/token (MDLM: ELBO); pass: every "
-        "determined fact and constraint right, pass_all: every fact (also hidden draws); "
-        "baselines: copy s_t (floor), twin world (ceiling)")
+        f"environment), greedy decoding; losses in nats per {_written(cfg)} token (MDLM: "
+        "ELBO); pass: every determined fact and constraint right, pass_all: every fact "
+        "(also hidden draws); baselines: copy s_t (floor), twin world (ceiling)")
   for note in notes:
     print(note)
   show_examples(workdir, n=3)
