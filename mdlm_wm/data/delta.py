@@ -47,16 +47,6 @@ def _pairs(parts: list[str]) -> list[tuple[str, str]] | None:
   return out
 
 
-def _status(text: str) -> tuple[int, list[tuple[str, str]]] | None:
-  """Where the trailing status line's bracket starts and its (key, value)
-  parts, when the line reads back exactly from them."""
-  m = _STATUS.search(text)
-  parts = _pairs(m.group(1).split(_SEP)) if m else None
-  if parts is None or _SEP.join(f"{k}: {v}" for k, v in parts) != m.group(1):
-    return None
-  return m.start(), parts
-
-
 def _json_dict(line: str) -> dict | None:
   """`line` parsed, when it is a JSON object."""
   if not line.startswith("{"):
@@ -100,11 +90,13 @@ def _line_apply(line: str, before: str | None) -> str:
 
 
 def _split_status(text: str) -> tuple[str, list[tuple[str, str]] | None]:
-  found = _status(text)
-  if found is None:
+  """The text before the trailing status line and the line's (key, value)
+  parts; (text, None) when it has none that reads back exactly from them."""
+  m = _STATUS.search(text)
+  parts = _pairs(m.group(1).split(_SEP)) if m else None
+  if parts is None or _SEP.join(f"{k}: {v}" for k, v in parts) != m.group(1):
     return text, None
-  start, parts = found
-  return text[:start], parts
+  return text[:m.start()], parts
 
 
 def _status_delta(text: str) -> tuple[str, list[tuple[str, str]]] | None:
@@ -144,16 +136,18 @@ def apply_delta(delta: str, state: str) -> str:
   """The next state a delta target describes, given the current `state`; the
   inverse of `delta_of`. What cannot be resolved is left as written."""
   old_body, old_parts = _split_status(state)
-  found = _status_delta(delta)
-  if found is None or old_parts is None:
+  found = _status_delta(delta) if old_parts is not None else None
+  if found is None:
     body, parts = _split_status(delta)
     if parts is None or old_parts is None:
       return _lines(delta, state, _line_apply)
-    return _lines(body, old_body, _line_apply) + delta[len(body):]
-  body, changes = found
-  old = dict(old_parts)
-  if any(k not in old for k, _ in changes):
-    return _lines(body, old_body, _line_apply) + delta[len(body):]
-  new = {**old, **dict(changes)}
-  return (_lines(body, old_body, _line_apply) + "["
-          + _SEP.join(f"{k}: {new[k]}" for k, _ in old_parts) + "]")
+    tail = delta[len(body):]
+  else:
+    body, changes = found
+    old = dict(old_parts)
+    if all(k in old for k, _ in changes):
+      new = {**old, **dict(changes)}
+      tail = "[" + _SEP.join(f"{k}: {new[k]}" for k, _ in old_parts) + "]"
+    else:
+      tail = delta[len(body):]
+  return _lines(body, old_body, _line_apply) + tail
