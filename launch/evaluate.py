@@ -6,6 +6,7 @@ r"""Evaluates a world model, or a file of predictions, on a trajectory file.
       [--steps=64] [--temperature=0.7] [--top_p=0.9] [--confidence=margin] \
       [--block_size=8] [--cfg_scale=1.5]   (sampler flags; default: the model's config)
       [--ablate=tools,rules]   (anchors hidden from the model; the checks still read them)
+      [--format_retries=8]   (redraw states that do not parse; default: the model's config)
   python -m launch.evaluate --predictions=samples.jsonl --data=test.jsonl --out=report.json
   python -m launch.evaluate --baseline=copy|twin --data=test.jsonl --out=copy.json \
       [--max_examples=200]
@@ -20,6 +21,7 @@ skips transitions without a twin world (real environments) and says how many.
 """
 
 import dataclasses
+import functools
 import json
 import os
 import time
@@ -28,6 +30,7 @@ from absl import app, flags
 
 from launch import sampler_flags
 from mdlm_wm.data import serialize
+from mdlm_wm.envs.score import well_formed
 from mdlm_wm.eval import baselines
 from mdlm_wm.eval import evaluate as ev
 from mdlm_wm.utils import errors
@@ -45,6 +48,10 @@ flags.DEFINE_integer("max_examples", 0, "Score at most this many transitions (0:
 flags.DEFINE_integer("max_rollouts", 32, "Episodes replayed for rollout consistency.")
 flags.DEFINE_integer("max_steered", 64, "Steered transitions re-predicted without z.")
 flags.DEFINE_integer("seed", 0, "Sampling seed.")
+flags.DEFINE_integer("format_retries", None, "Draw each one-step prediction that does not "
+                     "parse as its environment's state again, up to this many times "
+                     "(WorldModel.redraw; default: the model's sample.format_retries).",
+                     lower_bound=0)
 flags.DEFINE_string("ablate", "", "Anchors hidden from the model (comma-separated of s0, task, "
                     "tools, rules, steer): it predicts without them, checks still read them.")
 flags.DEFINE_string("save_predictions", None, "Also write the model's (or baseline's) "
@@ -84,13 +91,19 @@ def main(argv):
       wm = WorldModel.load(FLAGS.workdir)
       overrides = sampler_flags.overrides()
       wm.decode_config(**overrides)  # a bad setting fails before any sampling
+      # The examples hold their transitions for the whole run, so id() finds
+      # each one's environment parser; other transitions are not redrawn.
       predict = lambda trs, steers, g, seed: wm.generate(
           [dataclasses.replace(tr, spec=serialize.ablate(tr.spec, ablated)) for tr in trs],
-          num_samples=g, seed=seed, steers=list(steers), **overrides)
+          num_samples=g, seed=seed, steers=list(steers),
+          accept=[parsers.get(id(tr)) for tr in trs], retries=FLAGS.format_retries,
+          **overrides)
       rollout = lambda spec, actions, seed: wm.rollout(
           serialize.ablate(spec, ablated), actions, num_samples=1, seed=seed, **overrides)[0]
       episodes, examples = ev.load_examples(FLAGS.data, wm.cfg.data.history_len,
                                             cfg.max_examples)
+      parsers = {id(ex.transition): functools.partial(well_formed, ex.episode.env,
+                                                      ex.episode.spec) for ex in examples}
       t0 = time.perf_counter()
       predictions = ev.predict_all(predict, [ex.transition for ex in examples],
                                    [None] * len(examples), cfg, "sample")
@@ -102,6 +115,8 @@ def main(argv):
       source = {"workdir": os.path.abspath(FLAGS.workdir), "objective": wm.objective,
                 "ablated": list(ablated),
                 "params": wm.num_params, "sample": {**wm.cfg.sample.to_dict(), **overrides},
+                "format_retries": (wm.cfg.sample.get("format_retries", 0)
+                                   if FLAGS.format_retries is None else FLAGS.format_retries),
                 # Includes compilation: a rough figure; launch.bench measures latency.
                 "seconds_per_transition": seconds}
   report = {"source": source, "data": os.path.abspath(FLAGS.data),

@@ -144,6 +144,11 @@ def base_config() -> ml_collections.ConfigDict:
   # confident than this (0: off); use_prefix_cache: full-canvas sampler only.
   c.sample = ml_collections.ConfigDict(_SAMPLE_DEFAULTS)
   c.sample.num_samples = 4
+  # WorldModel.redraw: a sample the caller's check rejects (the environment's
+  # parser, where the caller knows the environment) is drawn again up to this
+  # many times, a greedy one at retry_temperature. 0: off.
+  c.sample.format_retries = 0
+  c.sample.retry_temperature = 0.7
 
   c.eval = ml_collections.ConfigDict()  # the quickstart's side-by-side table
   c.eval.examples_per_env = 10
@@ -218,6 +223,8 @@ def validate(cfg) -> None:
   _check(len(cfg.mesh.shape) == 3, "mesh.shape", "must have 3 entries (data, fsdp, tensor)")
   _check(cfg.mesh.num_devices >= 0, "mesh.num_devices", "must be >= 0")
   _check(cfg.sample.num_samples >= 1, "sample.num_samples", "must be >= 1")
+  _check(cfg.sample.format_retries >= 0, "sample.format_retries", "must be >= 0")
+  _check(cfg.sample.retry_temperature > 0, "sample.retry_temperature", "must be > 0")
   with _library_rules("sample"):
     sampler_config(cfg)
   _check(cfg.eval.examples_per_env >= 1, "eval.examples_per_env", "must be >= 1")

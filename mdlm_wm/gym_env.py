@@ -38,6 +38,12 @@ checks it exactly, contexts padded to different widths included; it assumes
 a row's logits do not change with the batch's padding beyond rounding that
 never flips a draw).
 
+Where the episode's environment is known (a trajectory file's spec, or
+options["env"]), a next state that does not parse as that environment's state
+is drawn again, up to the model's `sample.format_retries` times
+(WorldModel.redraw, seeded from the step's seed, so batching still changes
+nothing).
+
 What `gymnasium.utils.env_checker.check_env` checks that does not apply to
 text spaces: `check_space_limit` (Box bounds) has nothing to check; there is
 no `render` (the observation already is the text), and the "render modes"
@@ -50,6 +56,7 @@ characters, which the environment accepts as an (unhelpful) action.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import os
 import re
 from collections.abc import Callable, Mapping, Sequence
@@ -66,7 +73,8 @@ from mdlm_wm.data import schema
 from mdlm_wm.data.schema import Spec
 from mdlm_wm.data.serialize import Transition
 from mdlm_wm.data.tokenizer import Tokenizer
-from mdlm_wm.world_model import WorldModel
+from mdlm_wm.envs.score import well_formed
+from mdlm_wm.world_model import Accept, WorldModel
 
 History = tuple[tuple[str, str], ...]
 # reward_fn(spec, history before this step, state, action, next_state) -> reward
@@ -157,6 +165,7 @@ class _Request(NamedTuple):
   transition: Transition
   steer: str | None
   seed: int
+  accept: Accept | None = None  # the environment's parser, when its name is known
 
 
 def _predict(wm: WorldModel, requests: Sequence[_Request], overrides: Mapping[str, Any]
@@ -164,7 +173,7 @@ def _predict(wm: WorldModel, requests: Sequence[_Request], overrides: Mapping[st
   """Next states for `requests`: one sampler call, each row drawn with its own seed."""
   texts = wm.generate([r.transition for r in requests], num_samples=1,
                       seed=[r.seed for r in requests], steers=[r.steer for r in requests],
-                      **overrides)
+                      accept=[r.accept for r in requests], **overrides)
   return [row[0] for row in texts]
 
 
@@ -260,7 +269,8 @@ class WorldModelEnv(gymnasium.Env):
     if self._over:
       raise RuntimeError("the episode has ended (terminated or truncated); call reset()")
     tr = Transition(self._spec, tuple(self._history), self._state, action)
-    return _Request(tr, self._steer, step_seed(self._episode_seed, self._step))
+    accept = functools.partial(well_formed, self._env_name, self._spec) if self._env_name else None
+    return _Request(tr, self._steer, step_seed(self._episode_seed, self._step), accept)
 
   def advance(self, action: str, next_state: str, seed: int
               ) -> tuple[str, float, bool, bool, dict[str, Any]]:

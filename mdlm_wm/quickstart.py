@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import collections
 import copy
+import functools
 import json
 import os
 import time
@@ -19,7 +20,7 @@ from mdlm_wm import config as config_lib
 from mdlm_wm import corpus
 from mdlm_wm.data import schema
 from mdlm_wm.data.serialize import transitions
-from mdlm_wm.envs.score import score_prediction
+from mdlm_wm.envs.score import score_prediction, well_formed
 from mdlm_wm.eval import baselines
 from mdlm_wm.train import state as train_state
 from mdlm_wm.train import checkpoint
@@ -124,11 +125,16 @@ def score_rows(examples, predictions) -> list[dict]:
 
 def rows_summary(rows: list[dict]) -> dict:
   """The table's means over `rows` (None when there are no rows); `env_score`
-  is the `checks` score where the environment registers no checker."""
-  mean = lambda key: (float(np.mean([r["scores"].get(key, r["scores"]["checks"]) for r in rows]))
-                      if rows else None)
+  is the `checks` score where the environment registers no checker, which
+  also counts every state as well formed. `first_draw_well_formed`: the
+  share that parsed at the first draw, before any format retry."""
+  mean = lambda key, default="checks": (
+      float(np.mean([r["scores"].get(key, r["scores"].get(default, 1.0)) for r in rows]))
+      if rows else None)
+  first = [r["scores"].get("well_formed", 1.0) * (r.get("draws", 1) == 1) for r in rows]
   return {"examples": len(rows), "exact_match": mean("exact"), "checks_score": mean("checks"),
-          "env_score": mean("env"),
+          "env_score": mean("env"), "well_formed": mean("well_formed", default=None),
+          "first_draw_well_formed": float(np.mean(first)) if rows else None,
           "pass_rate": mean("pass"), "pass_all_rate": mean("pass_all"),
           "determined_acc": mean("determined_acc"), "revealed_valid": mean("revealed_valid")}
 
@@ -140,21 +146,29 @@ def predict_and_score(cfg, model_dir: str, examples, out_path: str) -> dict:
   reused (and re-scored with the current checks) when the same checkpoint
   made it with the same settings."""
   settings = {**{k: cfg.sample[k] for k in config_lib.SAMPLER_SETTINGS}, "temperature": 0.0}
-  made_with = {"checkpoint": _latest_step(model_dir), "sample": settings}
+  retries = {k: cfg.sample[k] for k in ("format_retries", "retry_temperature")}
+  made_with = {"checkpoint": _latest_step(model_dir), "sample": {**settings, **retries}}
   rows = _cached_rows(out_path, examples, made_with)
   if rows is None:
     wm = WorldModel.load(model_dir)
-    preds, t0 = [], time.perf_counter()
+    preds, draws, t0 = [], [], time.perf_counter()
     bs = cfg.eval.batch_size
     for i in range(0, len(examples), bs):
       chunk = examples[i:i + bs]
-      preds += [p for (p,) in wm.generate([tr for _, _, tr in chunk], num_samples=1, seed=i,
-                                          **settings)]
-    rows = [{**r, "made_with": made_with} for r in score_rows(examples, preds)]
+      trs = [tr for _, _, tr in chunk]
+      first = wm.generate(trs, num_samples=1, seed=i, **settings)
+      texts, draws_BG = wm.redraw(
+          trs, first, [functools.partial(well_formed, ep.env, ep.spec) for ep, _, _ in chunk],
+          seed=i, retries=retries["format_retries"],
+          retry_temperature=retries["retry_temperature"], **settings)
+      preds += [p for (p,) in texts]
+      draws += [int(d) for (d,) in draws_BG]
+    rows = [{**r, "draws": d, "made_with": made_with}
+            for r, d in zip(score_rows(examples, preds), draws, strict=True)]
     print(f"[sample] {len(rows)} predictions in {time.perf_counter() - t0:.1f}s -> {out_path}")
     _write_rows(out_path, rows)
   else:
-    rescored = [{**r, "made_with": made_with}
+    rescored = [{**r, "draws": r.get("draws", 1), "made_with": made_with}
                 for r in score_rows(examples, [r["prediction"] for r in rows])]
     if rescored != rows:
       _write_rows(out_path, rescored)
@@ -199,7 +213,8 @@ def format_table(summary: dict, baseline_rows: dict | None = None) -> str:
   """One row per model, then one per baseline (`baseline_scores`)."""
   cols = [("first_loss", "first loss"), ("loss", "train loss"), ("valid_loss", "valid loss"),
           ("exact_match", "exact match"), ("checks_score", "checks score"),
-          ("env_score", "env-check score"), ("pass_rate", "pass"), ("pass_all_rate", "pass_all")]
+          ("env_score", "env-check score"), ("well_formed", "parses"), ("pass_rate", "pass"),
+          ("pass_all_rate", "pass_all")]
   lines = ["| model | " + " | ".join(name for _, name in cols) + " |",
            "|---|" + "---|" * len(cols)]
   for name, m in {**summary, **(baseline_rows or {})}.items():
@@ -212,6 +227,17 @@ def _written(cfg) -> str:
   """What the models' losses are per token of."""
   return ("delta target (s_{t+1} as its change from s_t)" if config_lib.target(cfg) == "delta"
           else "target")
+
+
+def _retry_note(cfg, summary: dict) -> str:
+  """What `parses` means under this run's format retries."""
+  retries = cfg.sample.format_retries
+  if not retries:
+    return "parses: states the environment's parser accepts (no format retries)"
+  firsts = ", ".join(f"{name} {m['first_draw_well_formed']:.3f}" for name, m in summary.items())
+  return (f"parses: states the environment's parser accepts after up to {retries} format "
+          f"retries at temperature {cfg.sample.retry_temperature} (sample.format_retries); at "
+          f"the first, greedy draw: {firsts}")
 
 
 def run(cfg, workdir: str) -> dict:
@@ -231,6 +257,7 @@ def run(cfg, workdir: str) -> dict:
         f"environment), greedy decoding; losses in nats per {_written(cfg)} token (MDLM: "
         "ELBO); pass: every determined fact and constraint right, pass_all: every fact "
         "(also hidden draws); baselines: copy s_t (floor), twin world (ceiling)")
+  print(_retry_note(cfg, summary))
   for note in notes:
     print(note)
   show_examples(workdir, n=3)

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import NamedTuple
 
 import jax
@@ -38,6 +38,10 @@ from mdlm_wm.train.checkpoint import Checkpointer
 # Context lengths are padded up to a multiple of this, so a stream of
 # requests compiles the sampler a handful of times, not once per length.
 CONTEXT_BUCKET = 64
+
+
+# Whether a next-state text is acceptable (e.g. parses as the environment's state).
+Accept = Callable[[str], bool]
 
 
 class Samples(NamedTuple):
@@ -215,12 +219,75 @@ class WorldModel:
   def generate(self, transitions: Sequence[Transition], *, num_samples: int = 1,
                seed: int | Sequence[int] = 0,
                steers: Sequence[str | None] | None = None,
-               anchors: Sequence[Anchors | None] | None = None, **sample_overrides
+               anchors: Sequence[Anchors | None] | None = None,
+               accept: Sequence[Accept | None] | None = None, retries: int | None = None,
+               retry_temperature: float | None = None, **sample_overrides
                ) -> list[list[str]]:
     """`num_samples` next states for each transition (one jitted call; `seed`
-    as in `sample_tokens`)."""
-    return self.texts(self.sample_tokens(transitions, num_samples=num_samples, seed=seed,
-                                         steers=steers, anchors=anchors, **sample_overrides))
+    as in `sample_tokens`). With `accept`, samples it rejects are drawn
+    again (`redraw`)."""
+    texts = self.texts(self.sample_tokens(transitions, num_samples=num_samples, seed=seed,
+                                          steers=steers, anchors=anchors, **sample_overrides))
+    if accept is None:
+      return texts
+    return self.redraw(transitions, texts, accept, seed=seed, steers=steers, anchors=anchors,
+                       retries=retries, retry_temperature=retry_temperature,
+                       **sample_overrides)[0]
+
+  def redraw(self, transitions: Sequence[Transition], texts: list[list[str]],
+             accept: Sequence[Accept | None], *, seed: int | Sequence[int] = 0,
+             steers: Sequence[str | None] | None = None,
+             anchors: Sequence[Anchors | None] | None = None, retries: int | None = None,
+             retry_temperature: float | None = None,
+             **sample_overrides) -> tuple[list[list[str]], np.ndarray]:
+    """Draws again every sample of `texts` [B][G] that its transition's
+    `accept` predicate rejects (None: accept anything), up to `retries` more
+    times (default: `sample.format_retries`). The predicate is typically the
+    environment's parser (`envs.score.well_formed`), so a world model hands
+    on states that parse. A greedy call's retries sample at
+    `retry_temperature` (default: `sample.retry_temperature`; greedy would
+    repeat itself); a sampled call's
+    keep its temperature. A sample rejected every time keeps its first
+    draw, the model's own best guess. Each redraw is seeded from the
+    transition's seed, its sample index and the retry, so it does not depend
+    on the rest of the batch. Not for GRPO: an accepted redraw is not a
+    sample of the policy's distribution.
+
+    Returns the texts and draws_BG, the draws each sample took
+    (1: the first was accepted; retries + 1 and rejected are not told apart:
+    ask `accept`)."""
+    retries = self.cfg.sample.get("format_retries", 0) if retries is None else retries
+    if retries < 0:
+      raise ValueError(f"retries: must be >= 0, got {retries}")
+    texts = [list(row) for row in texts]
+    seeds = [seed] * len(transitions) if np.ndim(seed) == 0 else list(seed)
+    steers = steers or [None] * len(transitions)
+    anchors = anchors or [None] * len(transitions)
+    draws = np.ones((len(texts), len(texts[0]) if texts else 0), np.int32)
+    settings = self.decode_config(**sample_overrides)
+    if retry_temperature is None:
+      retry_temperature = self.cfg.sample.get("retry_temperature", 0.7)
+    temperature = settings.temperature or retry_temperature
+    rejected = lambda b, text: accept[b] is not None and not accept[b](text)
+    pending = [(b, g) for b, row in enumerate(texts) for g, text in enumerate(row)
+               if rejected(b, text)]
+    for r in range(1, retries + 1):
+      if not pending:
+        break
+      new = self.generate(
+          [transitions[b] for b, _ in pending],
+          seed=[(seeds[b] * 1_000_003 + g * 7_919 + r) % 2**31 for b, g in pending],
+          steers=[steers[b] for b, _ in pending], anchors=[anchors[b] for b, _ in pending],
+          **{**sample_overrides, "temperature": temperature})
+      still = []
+      for (b, g), (text,) in zip(pending, new, strict=True):
+        draws[b, g] = r + 1
+        if rejected(b, text):
+          still.append((b, g))
+        else:
+          texts[b][g] = text
+      pending = still
+    return texts, draws
 
   def step(self, spec: Spec, history: Sequence[tuple[str, str]], state: str, action: str, *,
            steer: str | None = None, fixed: Anchors | None = None, num_samples: int = 1,

@@ -102,3 +102,14 @@ def test_tool_schemas_are_read_as_the_model_was_trained():
   cfg.data.ablate = "tools,rule"
   with pytest.raises(ValueError, match=r"data.ablate: unknown anchor\(s\) \['rule'\]"):
     config_lib.validate(cfg)
+
+
+@pytest.mark.parametrize("key,value,message", [
+    ("format_retries", -1, "config.sample.format_retries: must be >= 0"),
+    ("retry_temperature", 0.0, "config.sample.retry_temperature: must be > 0"),
+])
+def test_format_retry_settings_are_validated(key, value, message):
+  cfg = config_lib.base_config()
+  cfg.sample[key] = value
+  with pytest.raises(ValueError, match=rf"^{message.replace('.', '[.]')}"):
+    config_lib.validate(cfg)

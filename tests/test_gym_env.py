@@ -196,3 +196,22 @@ def test_per_transition_seeds_do_not_depend_on_the_batch(models, specs, objectiv
   assert together[0] != together[2] and together[0] == together[3]  # the seed decides
   with pytest.raises(ValueError, match="one seed per transition"):
     wm.generate([a, b], seed=[1, 2, 3])
+
+
+def test_states_that_do_not_parse_are_drawn_again_as_when_stepped_alone(tiny_models, data):
+  wm = WorldModel.load(tiny_models["mdlm"])
+  wm.cfg.sample.format_retries = 2
+  calls = []
+  generate = wm.generate
+  wm.generate = lambda trs, **kw: calls.append(len(trs)) or generate(trs, **kw)
+  seeds = [3, 4, 5]
+  venv = WorldModelVectorEnv(wm, data, max_steps=1, num_envs=3, done=never_done,
+                             sample_overrides=FAST)
+  venv.reset(seed=seeds)
+  batched = venv.step(["look"] * 3)[0]
+  # A 4-step model's states rarely parse: the batched call is followed by redraws.
+  assert calls[0] == 3 and len(calls) > 1
+  for i, seed in enumerate(seeds):
+    env = WorldModelEnv(wm, data, max_steps=1, done=never_done, sample_overrides=FAST)
+    env.reset(seed=seed)
+    assert env.step("look")[0] == batched[i]

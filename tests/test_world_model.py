@@ -51,6 +51,31 @@ def test_rollout_feeds_on_its_own_predictions(tiny_models, episode, objective):
   assert len(out) == 2 and all(len(states) == len(actions) for states in out)
 
 
+@pytest.mark.parametrize("objective", ["mdlm", "ar"])
+def test_redraw_replaces_only_rejected_samples(tiny_models, tiny_corpus, objective):
+  wm = WorldModel.load(tiny_models[objective])
+  _, examples = ev.load_examples(f"{tiny_corpus}/test.jsonl", 0, max_examples=3)
+  trs = [ex.transition for ex in examples]
+  first = wm.generate(trs, num_samples=2, seed=[5, 6, 7], temperature=0.0)
+  # Transition 0 takes anything; 1 rejects everything; 2 only what differs from greedy.
+  accept = [None, lambda text: False, lambda text: text != first[2][0]]
+  texts, draws = wm.redraw(trs, first, accept, seed=[5, 6, 7], retries=3, temperature=0.0)
+  assert texts[0] == first[0] and draws[0].tolist() == [1, 1]
+  assert texts[1] == first[1] and draws[1].tolist() == [4, 4]  # every draw rejected: the first kept
+  assert all(t != first[2][0] for t in texts[2]) and (draws[2] >= 2).all()
+  # Each redraw hangs on its transition's seed alone, not on the batch around it.
+  alone, alone_draws = wm.redraw(trs[2:], first[2:], accept[2:], seed=[7], retries=3,
+                                 temperature=0.0)
+  assert alone == texts[2:] and (alone_draws == draws[2:]).all()
+  assert wm.generate(trs, seed=[5, 6, 7], accept=accept, retries=3, temperature=0.0) == [
+      [row[0]] for row in wm.redraw(trs, [[r[0]] for r in first], accept, seed=[5, 6, 7],
+                                    retries=3, temperature=0.0)[0]]
+  # No retries: nothing is drawn again.
+  assert wm.redraw(trs, first, accept, seed=[5, 6, 7], retries=0)[0] == first
+  with pytest.raises(ValueError, match="retries: must be >= 0"):
+    wm.redraw(trs, first, accept, retries=-1)
+
+
 def test_missing_checkpoint_is_a_clear_error(tmp_path):
   with pytest.raises(FileNotFoundError, match=r"no checkpoint in .*\(not a training workdir"):
     WorldModel.load(str(tmp_path))
@@ -97,13 +122,20 @@ def test_sample_cli_writes_one_line_per_transition(tiny_models, tiny_corpus, tmp
 
 def test_quickstart_runs_end_to_end_and_reuses_stages(tmp_path, capsys):
   cfg = tiny_config("unused", **{"train.steps": 3, "eval.examples_per_env": 1,
-                                 "corpus.episodes_per_env": 5})
+                                 "corpus.episodes_per_env": 5, "sample.format_retries": 2})
   summary = quickstart.run(cfg, str(tmp_path))
   assert set(summary) == {"mdlm", "ar"}
   for m in summary.values():
     assert m["examples"] == 5 and 0 <= m["pass_rate"] <= 1 and m["valid_loss"] > 0
+    assert 0 <= m["first_draw_well_formed"] <= m["well_formed"] <= 1
   printed = capsys.readouterr().out
   assert "| mdlm |" in printed and "| ar |" in printed and "reference:" in printed
+  assert "after up to 2 format retries" in printed
+  # A 3-step model writes states that do not parse: each is drawn again, twice.
+  drawn = [json.loads(line) for line in (tmp_path / "predictions_mdlm.jsonl").open()]
+  assert {r["draws"] for r in drawn if not r["scores"]["well_formed"]} <= {3}
+  assert {r["draws"] for r in drawn if r["draws"] > 1} and all(
+      r["made_with"]["sample"]["format_retries"] == 2 for r in drawn)
   metrics = (tmp_path / "mdlm" / "metrics.jsonl").read_text()
   # An older predictions file (no step, flat scores) is written again, not misread.
   ar_path = tmp_path / "predictions_ar.jsonl"

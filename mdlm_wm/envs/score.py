@@ -16,7 +16,7 @@ It sits above the registry, which finds each environment's checker by name;
 from __future__ import annotations
 
 from mdlm_wm.checks.generic import check_score, generic_result
-from mdlm_wm.checks.result import CheckResult
+from mdlm_wm.checks.result import FORMAT, CheckResult
 from mdlm_wm.data.schema import Spec, Step
 from mdlm_wm.envs import registry
 
@@ -51,6 +51,8 @@ def score_prediction(env: str, spec: Spec, step: Step, prediction: str) -> dict[
   `pass_all`: `pass` and every revealed fact equal to the reference's draw
   (the old every-fact pass); `determined_acc`: the fraction of determined
   facts right; `revealed_valid`: the fraction of constraints that hold;
+  `well_formed`: 1.0 when the prediction parses as the environment's state
+  (only for a built-in or real environment, as `env`);
   `exact`: 1.0 for an exact match with the reference.
   """
   own = env_result(env, spec, step, prediction)
@@ -58,9 +60,21 @@ def score_prediction(env: str, spec: Spec, step: Step, prediction: str) -> dict[
   out = {"checks": check_score(step.checks, prediction)}
   if own is not None:
     out["env"] = float(own.score)
+    out["well_formed"] = float(own.determined.get(FORMAT) is not False)
   out.update({"pass": float(result.passed), "pass_all": float(result.passed_all),
               "determined_acc": float(result.determined_acc),
               "revealed_valid": float(result.revealed_valid)})
   # Trailing whitespace is not a difference (as in eval.metrics.exact_match).
   out["exact"] = float(prediction.rstrip() == step.next_state.rstrip())
   return out
+
+
+def well_formed(env: str, spec: Spec, prediction: str) -> bool:
+  """Whether `prediction` parses as a state of `env` (the checker's `format`
+  fact); True for environments without a checker. It needs no reference
+  step: every checker reads its format from the prediction alone."""
+  own = env_result(env, spec, _NO_STEP, prediction)
+  return own is None or own.determined.get(FORMAT) is not False
+
+
+_NO_STEP = Step(state="", action="", next_state="")

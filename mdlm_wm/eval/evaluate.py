@@ -27,8 +27,8 @@ from mdlm_wm.data.serialize import Transition, transitions
 from mdlm_wm.eval import grounding, metrics, stats
 from mdlm_wm.utils.progress import Progress
 
-PER_SAMPLE = ("bleu1", "rouge_l", "exact", "checks", "env", "pass", "pass_all", "determined_acc",
-              "revealed_valid", "trailing", "trailing_pass")
+PER_SAMPLE = ("bleu1", "rouge_l", "exact", "checks", "env", "well_formed", "pass", "pass_all",
+              "determined_acc", "revealed_valid", "trailing", "trailing_pass")
 PER_PROMPT = ("self_bleu", "distinct_1", "distinct_2")
 
 

@@ -5,7 +5,7 @@ import pytest
 from mdlm_wm.checks.generic import check_score
 from mdlm_wm.data import schema
 from mdlm_wm.data.schema import Checks, Spec, Step
-from mdlm_wm.envs.score import check_prediction, score_prediction
+from mdlm_wm.envs.score import check_prediction, score_prediction, well_formed
 from tests.conftest import episode_dict
 from tests.envs import fake_env
 
@@ -28,7 +28,7 @@ def _status(opened: str, content: str) -> str:
 def test_reference_passes_everything(boxes):
   for step in boxes.steps:
     out = score_prediction(fake_env.Boxes.name, boxes.spec, step, step.next_state)
-    assert out == {"checks": 1.0, "env": 1.0, "pass": 1.0, "pass_all": 1.0,
+    assert out == {"checks": 1.0, "env": 1.0, "well_formed": 1.0, "pass": 1.0, "pass_all": 1.0,
                    "determined_acc": 1.0, "revealed_valid": 1.0, "exact": 1.0}
 
 
@@ -148,3 +148,23 @@ def test_unparseable_text_invents_nothing_valid():
     junk = score_prediction(env, ep.spec, step, '{"status": 2000": "": "",')
     assert junk["revealed_valid"] == 0.0 and junk["pass"] == 0.0, env
     assert score_prediction(env, ep.spec, step, step.next_state)["revealed_valid"] == 1.0, env
+
+
+def test_well_formed_reads_the_checkers_format_fact_without_a_reference():
+  from mdlm_wm import corpus
+  from mdlm_wm.envs import registry
+  envs = tuple(cls.name for cls in registry.BUILTIN)
+  cfg = corpus.CorpusConfig(envs=envs, episodes_per_env=1)
+  for env in envs:
+    ep = next(corpus.generate(cfg, env, 0, 1))
+    for step in ep.steps[:4]:
+      for text in (step.next_state, step.state, step.next_state[:len(step.next_state) // 2],
+                   '{"status": 2000": "": "",', "Error: you are not at the fridge."):
+        expected = check_prediction(env, ep.spec, step, text).determined["format"]
+        assert well_formed(env, ep.spec, text) == expected, (env, text)
+        assert score_prediction(env, ep.spec, step, text)["well_formed"] == float(expected)
+      assert well_formed(env, ep.spec, step.next_state), env
+    assert not well_formed(env, ep.spec, "{"), env
+  # A name without a checker (a user's own data) accepts anything, as `env` is unscored.
+  assert well_formed("toy", ep.spec, "{") and "well_formed" not in score_prediction(
+      "toy", ep.spec, ep.steps[0], "{")

@@ -62,12 +62,13 @@ def test_evaluate_cli_on_a_model_and_on_predictions(tiny_corpus, tmp_path):
   res = subprocess.run([sys.executable, "-m", "launch.evaluate", f"--workdir={workdir}",
                         f"--data={tiny_corpus}/test.jsonl", f"--out={out}", "--num_samples=2",
                         "--max_examples=10", "--steps=4", "--max_rollouts=2", "--max_steered=2",
-                        "--ablate=rules", f"--save_predictions={tmp_path / 'samples.jsonl'}"],
+                        "--ablate=rules", "--format_retries=2",
+                        f"--save_predictions={tmp_path / 'samples.jsonl'}"],
                        capture_output=True, text=True)
   assert res.returncode == 0, res.stderr[-2000:]
   report = json.loads(out.read_text())
   assert report["source"]["objective"] == "mdlm" and report["examples"] == 10
-  assert report["source"]["ablated"] == ["rules"]
+  assert report["source"]["ablated"] == ["rules"] and report["source"]["format_retries"] == 2
   assert set(report["rollout"]["pass_by_horizon"]) <= {"1", "2", "4", "8"}
   # The saved samples score exactly as the model did.
   rescored = subprocess.run([sys.executable, "-m", "launch.evaluate",
@@ -76,7 +77,7 @@ def test_evaluate_cli_on_a_model_and_on_predictions(tiny_corpus, tmp_path):
                             capture_output=True, text=True)
   assert rescored.returncode == 0, rescored.stderr[-2000:]
   again = json.loads((tmp_path / "r.json").read_text())["overall"]
-  for key in ("bleu1", "checks", "pass", "distinct_2"):
+  for key in ("bleu1", "checks", "pass", "well_formed", "distinct_2"):
     assert again[key]["mean"] == report["overall"][key]["mean"], key
   bad = subprocess.run([sys.executable, "-m", "launch.evaluate", f"--predictions={out}",
                         f"--data={tiny_corpus}/test.jsonl", f"--out={tmp_path / 'x.json'}"],

@@ -81,7 +81,7 @@ def test_grounding_scores_reference_passes_and_corrupted_anchor_fails(episodes):
     for ep in eps:
       for step in ep.steps:
         ref = grounding.grounding_scores(name, ep.spec, step, step.next_state)
-        assert ref == {"checks": 1.0, "env": 1.0, "pass": 1.0, "pass_all": 1.0,
+        assert ref == {"checks": 1.0, "env": 1.0, "well_formed": 1.0, "pass": 1.0, "pass_all": 1.0,
                        "determined_acc": 1.0, "revealed_valid": 1.0, "exact": 1.0,
                        "trailing": 1.0, "trailing_pass": 1.0}, (name, step.next_state)
         bad = _corrupt_trailing(step)
