@@ -299,8 +299,11 @@ class WorldModel:
 
   def rollout(self, spec: Spec, actions: Sequence[str], *, state: str | None = None,
               steer: str | None = None, num_samples: int = 1, seed: int = 0,
+              accept: Accept | None = None, retries: int | None = None,
               **sample_overrides) -> list[list[str]]:
-    """Open-loop rollouts: each sample feeds on its own predictions.
+    """Open-loop rollouts: each sample feeds on its own predictions. With
+    `accept` (one check for the spec's environment), each step redraws the
+    states it rejects, as `generate` does.
 
     Returns, per sample, the predicted states after each action.
     """
@@ -310,7 +313,9 @@ class WorldModel:
     for k, action in enumerate(actions):
       trs = [Transition(spec, tuple(h), s, action) for h, s in zip(histories, states)]
       preds = self.generate(trs, num_samples=1, seed=seed * 100_003 + k,
-                            steers=[steer] * num_samples, **sample_overrides)
+                            steers=[steer] * num_samples,
+                            accept=None if accept is None else [accept] * num_samples,
+                            retries=retries, **sample_overrides)
       for g in range(num_samples):
         histories[g].append((states[g], action))
         states[g] = preds[g][0]

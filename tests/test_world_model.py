@@ -76,6 +76,21 @@ def test_redraw_replaces_only_rejected_samples(tiny_models, tiny_corpus, objecti
     wm.redraw(trs, first, accept, retries=-1)
 
 
+def test_rollout_redraws_each_step_with_one_check(tiny_models, episode):
+  wm = WorldModel.load(tiny_models["ar"])
+  actions = [st.action for st in episode.steps[:2]]
+  calls = []
+  generate = wm.generate
+  wm.generate = lambda trs, **kw: calls.append(kw.get("accept")) or generate(trs, **kw)
+  plain = wm.rollout(episode.spec, actions, num_samples=2, temperature=0.0)
+  assert calls == [None, None]
+  calls.clear()
+  rejected = wm.rollout(episode.spec, actions, num_samples=2, temperature=0.0,
+                        accept=lambda text: False, retries=2)
+  # Per action: the step's call, then two redraws of both samples; the first draws are kept.
+  assert len(calls) == 6 and len(calls[0]) == 2 and rejected == plain
+
+
 def test_missing_checkpoint_is_a_clear_error(tmp_path):
   with pytest.raises(FileNotFoundError, match=r"no checkpoint in .*\(not a training workdir"):
     WorldModel.load(str(tmp_path))

@@ -108,7 +108,7 @@ def build_app(wm: WorldModel, config: ServeConfig = ServeConfig()) -> FastAPI:
     engine.check(req.sampling, req.fixed)
     seed = seed_of(req.sampling)
     job = StepJob(Transition(req.spec, req.history, req.state, req.action), req.steer, req.fixed,
-                  seed)
+                  seed, req.env)
     result = await serve_step(job, req.sampling)
     return {"next_states": result.next_states, "seed": seed, "model": model_name,
             "elapsed_s": round(time.perf_counter() - start, 4), "batch_size": result.batch_size}
@@ -120,7 +120,8 @@ def build_app(wm: WorldModel, config: ServeConfig = ServeConfig()) -> FastAPI:
     engine.check(req.sampling)
     seed = seed_of(req.sampling)
     trajectories = await asyncio.get_running_loop().run_in_executor(
-        executor, engine.rollout, req.spec, req.actions, req.state, req.steer, req.sampling, seed)
+        executor, engine.rollout, req.spec, req.actions, req.state, req.steer, req.sampling, seed,
+        req.env)
     return {"trajectories": trajectories, "seed": seed, "model": model_name,
             "elapsed_s": round(time.perf_counter() - start, 4)}
 
@@ -128,7 +129,8 @@ def build_app(wm: WorldModel, config: ServeConfig = ServeConfig()) -> FastAPI:
   async def create_session(obj: dict = Depends(body)) -> dict[str, Any]:
     req = protocol.parse_session(obj, config)
     engine.check(req.sampling)
-    session = sessions.create(req.spec, req.state, req.steer, req.sampling, seed_of(req.sampling))
+    session = sessions.create(req.spec, req.state, req.steer, req.sampling, seed_of(req.sampling),
+                              req.env)
     return {"session_id": session.id, "state": session.state, "seed": session.seed,
             "ttl_s": config.session_ttl_s}
 
@@ -146,7 +148,7 @@ def build_app(wm: WorldModel, config: ServeConfig = ServeConfig()) -> FastAPI:
     engine.check(session.sampling, req.fixed)
     async with session.lock:
       job = StepJob(Transition(session.spec, tuple(session.history), session.state, req.action),
-                    session.steer, req.fixed, session.step_seed())
+                    session.steer, req.fixed, session.step_seed(), session.env)
       result = await serve_step(job, session.sampling)
       session.advance(req.action, result.next_states[0])
     return {"session_id": session.id, "next_state": session.state, "step": session.steps,

@@ -13,11 +13,17 @@ equality across batch shapes.) Rollouts run `WorldModel.rollout` as is.
 Calls pad the batch up to a power of two (repeating the first transition and
 dropping its extra outputs), so a stream of batch sizes compiles the sampler
 for a handful of shapes, not for every size up to `max_batch`.
+
+A request that names its environment (`env`) gets states that parse as that
+environment's: each one its parser rejects is drawn again, up to the model's
+`sample.format_retries` times (WorldModel.redraw, seeded from the request's
+seed, so batching still changes nothing).
 """
 
 from __future__ import annotations
 
 import dataclasses
+import functools
 import secrets
 from collections.abc import Sequence
 from typing import Any
@@ -25,7 +31,8 @@ from typing import Any
 from mdlm_wm.data.schema import Spec
 from mdlm_wm.data.serialize import Transition
 from mdlm_wm.serve.protocol import MAX_SEED, RequestError, Sampling
-from mdlm_wm.world_model import Anchors, WorldModel
+from mdlm_wm.envs.score import well_formed
+from mdlm_wm.world_model import Accept, Anchors, WorldModel
 
 
 @dataclasses.dataclass(frozen=True)
@@ -42,6 +49,11 @@ class StepJob:
   steer: str | None
   fixed: Anchors | None
   seed: int
+  env: str | None = None  # its parser redraws states that do not parse
+
+  def accept(self) -> Accept | None:
+    return None if self.env is None else functools.partial(well_formed, self.env,
+                                                            self.transition.spec)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -97,14 +109,16 @@ class Engine:
     padded = list(jobs) + [jobs[0]] * ((1 << (n - 1).bit_length()) - n)
     texts = self.wm.generate([j.transition for j in padded], num_samples=key.num_samples,
                              seed=[j.seed for j in padded], steers=[j.steer for j in padded],
-                             anchors=[j.fixed for j in padded], **self._overrides(key))
+                             anchors=[j.fixed for j in padded],
+                             accept=[j.accept() for j in padded], **self._overrides(key))
     return [StepResult(t, n) for t in texts[:n]]
 
   def rollout(self, spec: Spec, actions: Sequence[str], state: str | None, steer: str | None,
-              sampling: Sampling, seed: int) -> list[list[str]]:
+              sampling: Sampling, seed: int, env: str | None = None) -> list[list[str]]:
     """WorldModel.rollout with the request's settings."""
+    accept = None if env is None else functools.partial(well_formed, env, spec)
     return self.wm.rollout(spec, actions, state=state, steer=steer,
-                           num_samples=sampling.num_samples, seed=seed,
+                           num_samples=sampling.num_samples, seed=seed, accept=accept,
                            **self._overrides(self.batch_key(sampling)))
 
   def _overrides(self, key: BatchKey) -> dict[str, Any]:

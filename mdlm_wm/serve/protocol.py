@@ -17,6 +17,7 @@ from typing import Any
 
 from mdlm_wm.data import schema
 from mdlm_wm.data.schema import Spec
+from mdlm_wm.envs import registry
 from mdlm_wm.serve.config import ServeConfig
 from mdlm_wm.world_model import Anchors
 
@@ -28,10 +29,11 @@ MAX_SEED = 2**31 - 1
 MAX_NESTING = 32
 
 _SAMPLING_KEYS = ("temperature", "steps", "seed")
-STEP_KEYS = frozenset({"spec", "history", "state", "action", "steer", "fixed", "num_samples",
-                       *_SAMPLING_KEYS})
-ROLLOUT_KEYS = frozenset({"spec", "actions", "state", "steer", "num_samples", *_SAMPLING_KEYS})
-SESSION_KEYS = frozenset({"spec", "state", "steer", *_SAMPLING_KEYS})
+STEP_KEYS = frozenset({"spec", "history", "state", "action", "steer", "fixed", "env",
+                       "num_samples", *_SAMPLING_KEYS})
+ROLLOUT_KEYS = frozenset({"spec", "actions", "state", "steer", "env", "num_samples",
+                          *_SAMPLING_KEYS})
+SESSION_KEYS = frozenset({"spec", "state", "steer", "env", *_SAMPLING_KEYS})
 SESSION_STEP_KEYS = frozenset({"action", "fixed"})
 ANCHOR_KEYS = frozenset({"prefix", "suffix", "length", "spans"})
 
@@ -62,6 +64,7 @@ class StepRequest:
   steer: str | None  # None: spec.steer
   fixed: Anchors | None
   sampling: Sampling
+  env: str | None = None  # its parser redraws states that do not parse (format retries)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -71,6 +74,7 @@ class RolloutRequest:
   state: str | None  # None: spec.initial_state
   steer: str | None
   sampling: Sampling
+  env: str | None = None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -79,6 +83,7 @@ class SessionRequest:
   state: str | None
   steer: str | None
   sampling: Sampling  # num_samples is 1: a session follows one trajectory
+  env: str | None = None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -117,8 +122,9 @@ def parse_step(obj: Mapping[str, Any], cfg: ServeConfig) -> StepRequest:
   steer = _optional_str(obj, "steer", problems)
   fixed = _anchors(obj, problems)
   sampling = _sampling(obj, cfg, problems, with_num_samples=True)
+  env = _env(obj, problems)
   _finish(problems)
-  return StepRequest(spec, history, state, action, steer, fixed, sampling)
+  return StepRequest(spec, history, state, action, steer, fixed, sampling, env)
 
 
 def parse_rollout(obj: Mapping[str, Any], cfg: ServeConfig) -> RolloutRequest:
@@ -128,8 +134,9 @@ def parse_rollout(obj: Mapping[str, Any], cfg: ServeConfig) -> RolloutRequest:
   state = _optional_str(obj, "state", problems)
   steer = _optional_str(obj, "steer", problems)
   sampling = _sampling(obj, cfg, problems, with_num_samples=True)
+  env = _env(obj, problems)
   _finish(problems)
-  return RolloutRequest(spec, actions, state, steer, sampling)
+  return RolloutRequest(spec, actions, state, steer, sampling, env)
 
 
 def parse_session(obj: Mapping[str, Any], cfg: ServeConfig) -> SessionRequest:
@@ -138,8 +145,9 @@ def parse_session(obj: Mapping[str, Any], cfg: ServeConfig) -> SessionRequest:
   state = _optional_str(obj, "state", problems)
   steer = _optional_str(obj, "steer", problems)
   sampling = _sampling(obj, cfg, problems, with_num_samples=False)
+  env = _env(obj, problems)
   _finish(problems)
-  return SessionRequest(spec, state, steer, sampling)
+  return SessionRequest(spec, state, steer, sampling, env)
 
 
 def parse_session_step(obj: Mapping[str, Any], cfg: ServeConfig) -> SessionStepRequest:
@@ -194,6 +202,16 @@ def _spec(obj: Mapping[str, Any], problems: schema._Problems) -> Spec:
 
 def _optional_str(obj: Mapping[str, Any], key: str, problems: schema._Problems) -> str | None:
   return schema._get(obj, key, "", str, problems, required=False, type_name="string")
+
+
+def _env(obj: Mapping[str, Any], problems: schema._Problems) -> str | None:
+  """An environment name the registry knows (built-in or `family/task`), or None."""
+  env = _optional_str(obj, "env", problems)
+  if env is not None and not registry.is_known(env):
+    problems.add("env", f"unknown environment {env!r} (built-in: "
+                        f"{', '.join(registry.env_names())}; real: family/task)")
+    return None
+  return env
 
 
 def _history(obj: Mapping[str, Any], cfg: ServeConfig,

@@ -28,6 +28,7 @@ class Session:
   state: str
   max_history: int
   history: collections.deque[tuple[str, str]] = dataclasses.field(default_factory=collections.deque)
+  env: str | None = None  # its parser redraws states that do not parse
   steps: int = 0
   last_used: float = 0.0
   # One step at a time: the next step conditions on this one's result.
@@ -60,7 +61,7 @@ class SessionStore:
     return len(self._sessions)
 
   def create(self, spec: Spec, state: str | None, steer: str | None, sampling: Sampling,
-             seed: int) -> Session:
+             seed: int, env: str | None = None) -> Session:
     """A new session at `state` (default: the spec's initial state); 429 when full."""
     self.sweep()
     if len(self._sessions) >= self.max_sessions:
@@ -69,7 +70,7 @@ class SessionStore:
     sid = secrets.token_hex(16)
     session = Session(sid, spec, steer, sampling, seed,
                       state if state is not None else spec.initial_state, self.max_history,
-                      last_used=self._clock())
+                      env=env, last_used=self._clock())
     self._sessions[sid] = session
     return session
 

@@ -16,14 +16,14 @@ class StubModel:
     self.cfg = ml_collections.ConfigDict({"sample": {"temperature": 0.7, "steps": 8}})
     self.calls = []
 
-  def generate(self, transitions, *, num_samples, seed, steers, anchors, **overrides):
+  def generate(self, transitions, *, num_samples, seed, steers, anchors, accept, **overrides):
     self.calls.append({"actions": [t.action for t in transitions], "seed": seed,
-                       "steers": steers, "overrides": overrides})
+                       "steers": steers, "accept": accept, "overrides": overrides})
     return [[f"{t.action}/{g}" for g in range(num_samples)] for t in transitions]
 
 
-def job(action: str, steer: str | None = None, seed: int = 0) -> StepJob:
-  return StepJob(Transition(Spec("s0", "task"), (), "state", action), steer, None, seed)
+def job(action: str, steer: str | None = None, seed: int = 0, env: str | None = None) -> StepJob:
+  return StepJob(Transition(Spec("s0", "task"), (), "state", action), steer, None, seed, env)
 
 
 def test_a_call_pads_to_a_power_of_two_and_returns_one_result_per_request():
@@ -56,3 +56,13 @@ def test_ar_models_get_no_steps_override():
   assert key.steps is None
   engine.run_steps(key, [job("a")])
   assert wm.calls[-1]["overrides"] == {"temperature": 0.7}
+
+
+def test_a_job_that_names_its_environment_passes_its_parser():
+  wm = StubModel()
+  engine = Engine(wm)
+  engine.run_steps(engine.batch_key(Sampling()), [job("a", env="files"), job("b")])
+  parse, none = wm.calls[-1]["accept"][:2]
+  assert none is None
+  assert parse("[cwd: /home | entries: 1 (files: 0, dirs: 1) | exit: 0 | goal: 0/3]")
+  assert not parse("[cwd: /home | entries: 1/2")

@@ -25,16 +25,18 @@ def test_a_full_step_request_parses_to_the_files_spec_and_typed_fields():
   req = parse_step({"spec": SPEC, "history": [["s0", "a0"]], "state": "s1", "action": "a1",
                     "steer": "", "fixed": {"prefix": "You", "suffix": "[ok]", "length": 20,
                                            "spans": [[5, "key"]]},
-                    "num_samples": 3, "temperature": 0, "steps": 8, "seed": 7}, CFG)
+                    "num_samples": 3, "temperature": 0, "steps": 8, "seed": 7,
+                    "env": "household"}, CFG)
   assert req.spec == schema.episode_from_dict(episode_dict()).spec
   assert req.history == (("s0", "a0"),) and (req.state, req.action, req.steer) == ("s1", "a1", "")
   assert req.fixed == Anchors("You", "[ok]", 20, ((5, "key"),))
   assert req.sampling == Sampling(num_samples=3, temperature=0.0, steps=8, seed=7)
+  assert req.env == "household"
 
 
 def test_optional_fields_default_to_the_models_settings():
   req = parse_step({"spec": SPEC, "state": "s", "action": "a"}, CFG)
-  assert req.history == () and req.steer is None and req.fixed is None
+  assert req.history == () and req.steer is None and req.fixed is None and req.env is None
   assert req.sampling == Sampling(1, None, None, None)
 
 
@@ -45,8 +47,11 @@ def test_optional_fields_default_to_the_models_settings():
     ({"spec": {**SPEC, "rules": ["ok", None]}, "state": "s"},
      ["spec.rules[1]: expected string, got null", "action: missing"]),
     ({"spec": SPEC, "state": "s", "action": "a", "num_sample": 2},
-     ["num_sample: unknown key (expected one of: action, fixed, history, num_samples, seed, spec, "
-      "state, steer, steps, temperature)"]),
+     ["num_sample: unknown key (expected one of: action, env, fixed, history, num_samples, seed, "
+      "spec, state, steer, steps, temperature)"]),
+    ({"spec": SPEC, "state": "s", "action": "a", "env": "kitchen"},
+     ["env: unknown environment 'kitchen' (built-in: calendar, files, household, lab, shop; "
+      "real: family/task)"]),
     ({"spec": SPEC, "state": "s", "action": "a", "num_samples": True},
      ["num_samples: expected integer, got bool"]),
     ({"spec": SPEC, "state": "s", "action": "a", "num_samples": 5},
@@ -88,6 +93,7 @@ def test_nesting_is_capped_with_the_path_of_the_deep_value():
 
 def test_rollout_needs_one_to_max_actions_strings():
   assert parse_rollout({"spec": SPEC, "actions": ["a", "b"]}, CFG).actions == ("a", "b")
+  assert parse_rollout({"spec": SPEC, "actions": ["a"], "env": "shop"}, CFG).env == "shop"
   assert errors_of(parse_rollout, {"spec": SPEC, "actions": []}) == [
       "actions: empty (a rollout needs at least one action)"]
   assert errors_of(parse_rollout, {"spec": SPEC, "actions": ["a"] * 4}) == [
@@ -100,6 +106,7 @@ def test_rollout_needs_one_to_max_actions_strings():
 
 def test_sessions_take_no_num_samples_and_steps_take_an_action():
   assert parse_session({"spec": SPEC, "seed": 3}, CFG).sampling.seed == 3
+  assert parse_session({"spec": SPEC, "env": "lab"}, CFG).env == "lab"
   assert errors_of(parse_session, {"spec": SPEC, "num_samples": 2})[0].startswith(
       "num_samples: unknown key")
   assert parse_session_step({"action": "go"}, CFG).action == "go"
