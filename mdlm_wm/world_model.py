@@ -246,21 +246,25 @@ class WorldModel:
     environment's parser (`envs.score.well_formed`), so a world model hands
     on states that parse. A greedy call's retries sample at
     `retry_temperature` (default: `sample.retry_temperature`; greedy would
-    repeat itself); a sampled call's
-    keep its temperature. A sample rejected every time keeps its first
-    draw, the model's own best guess. Each redraw is seeded from the
-    transition's seed, its sample index and the retry, so it does not depend
-    on the rest of the batch. Not for GRPO: an accepted redraw is not a
-    sample of the policy's distribution.
+    repeat itself); a sampled call's keep its temperature. A sample
+    rejected every time keeps its first draw, the model's own best guess.
+    Each redraw has its own seed, made from the transition's seed (or, with
+    one seed for the call, from it and the transition's index), the sample
+    index and the retry: with one seed per transition, batching changes
+    nothing. Not for GRPO: an accepted redraw is not a sample of the
+    policy's distribution.
 
-    Returns the texts and draws_BG, the draws each sample took
-    (1: the first was accepted; retries + 1 and rejected are not told apart:
-    ask `accept`)."""
+    Returns the texts and draws_BG, the draws each sample took (1: the
+    first was accepted; a sample whose every draw was rejected shows
+    retries + 1, as one accepted at the last retry does: `accept` tells
+    them apart)."""
     retries = self.cfg.sample.get("format_retries", 0) if retries is None else retries
     if retries < 0:
       raise ValueError(f"retries: must be >= 0, got {retries}")
     texts = [list(row) for row in texts]
-    seeds = [seed] * len(transitions) if np.ndim(seed) == 0 else list(seed)
+    per_transition = np.ndim(seed) != 0
+    redraw_seed = lambda b, g, r: _hash_seed(
+        (seed[b], g, r) if per_transition else (seed, b, g, r))
     steers = steers or [None] * len(transitions)
     anchors = anchors or [None] * len(transitions)
     draws = np.ones((len(texts), len(texts[0]) if texts else 0), np.int32)
@@ -276,7 +280,7 @@ class WorldModel:
         break
       new = self.generate(
           [transitions[b] for b, _ in pending],
-          seed=[(seeds[b] * 1_000_003 + g * 7_919 + r) % 2**31 for b, g in pending],
+          seed=[redraw_seed(b, g, r) for b, g in pending],
           steers=[steers[b] for b, _ in pending], anchors=[anchors[b] for b, _ in pending],
           **{**sample_overrides, "temperature": temperature})
       still = []
@@ -321,6 +325,11 @@ class WorldModel:
         states[g] = preds[g][0]
         out[g].append(states[g])
     return out
+
+
+def _hash_seed(parts: Sequence[int]) -> int:
+  """A 31-bit seed mixed from `parts` (any ints)."""
+  return int(np.random.SeedSequence([p % 2**32 for p in parts]).generate_state(1)[0] >> 1)
 
 
 def _keys(seed: int | Sequence[int], batch: int) -> jax.Array:

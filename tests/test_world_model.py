@@ -70,6 +70,10 @@ def test_redraw_replaces_only_rejected_samples(tiny_models, tiny_corpus, objecti
   assert wm.generate(trs, seed=[5, 6, 7], accept=accept, retries=3, temperature=0.0) == [
       [row[0]] for row in wm.redraw(trs, [[r[0]] for r in first], accept, seed=[5, 6, 7],
                                     retries=3, temperature=0.0)[0]]
+  # With one seed for the call, two rejected copies of a transition are redrawn apart.
+  twice = wm.redraw(trs[2:] * 2, first[2:] * 2, accept[2:] * 2, seed=3, retries=3,
+                    temperature=0.0)[0]
+  assert twice[0] != twice[1] and first[2][0] not in (twice[0][0], twice[1][0])
   # No retries: nothing is drawn again.
   assert wm.redraw(trs, first, accept, seed=[5, 6, 7], retries=0)[0] == first
   with pytest.raises(ValueError, match="retries: must be >= 0"):
