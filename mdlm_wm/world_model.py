@@ -278,11 +278,12 @@ class WorldModel:
     for r in range(1, retries + 1):
       if not pending:
         break
+      # Padded, so a shrinking pending list compiles the sampler a few times.
+      rows = padded_to_power_of_two(pending)
       new = self.generate(
-          [transitions[b] for b, _ in pending],
-          seed=[redraw_seed(b, g, r) for b, g in pending],
-          steers=[steers[b] for b, _ in pending], anchors=[anchors[b] for b, _ in pending],
-          **{**sample_overrides, "temperature": temperature})
+          [transitions[b] for b, _ in rows], seed=[redraw_seed(b, g, r) for b, g in rows],
+          steers=[steers[b] for b, _ in rows], anchors=[anchors[b] for b, _ in rows],
+          **{**sample_overrides, "temperature": temperature})[:len(pending)]
       still = []
       for (b, g), (text,) in zip(pending, new, strict=True):
         draws[b, g] = r + 1
@@ -325,6 +326,12 @@ class WorldModel:
         states[g] = preds[g][0]
         out[g].append(states[g])
     return out
+
+
+def padded_to_power_of_two(items: list) -> list:
+  """`items` with its first repeated up to the next power of two: batches of
+  these lengths compile a sampler for a handful of shapes, not for each."""
+  return items + items[:1] * ((1 << (len(items) - 1).bit_length()) - len(items))
 
 
 def _hash_seed(parts: Sequence[int]) -> int:

@@ -32,7 +32,7 @@ from mdlm_wm.data.schema import Spec
 from mdlm_wm.data.serialize import Transition
 from mdlm_wm.serve.protocol import MAX_SEED, RequestError, Sampling
 from mdlm_wm.envs.score import well_formed
-from mdlm_wm.world_model import Accept, Anchors, WorldModel
+from mdlm_wm.world_model import Accept, Anchors, WorldModel, padded_to_power_of_two
 
 
 @dataclasses.dataclass(frozen=True)
@@ -106,7 +106,7 @@ class Engine:
   def run_steps(self, key: BatchKey, jobs: Sequence[StepJob]) -> list[StepResult]:
     """One sampler call for `jobs` (the batcher's `run`)."""
     n = len(jobs)
-    padded = list(jobs) + [jobs[0]] * ((1 << (n - 1).bit_length()) - n)
+    padded = padded_to_power_of_two(list(jobs))
     texts = self.wm.generate([j.transition for j in padded], num_samples=key.num_samples,
                              seed=[j.seed for j in padded], steers=[j.steer for j in padded],
                              anchors=[j.fixed for j in padded],
