@@ -69,12 +69,13 @@ def score_prediction(env: str, spec: Spec, step: Step, prediction: str) -> dict[
   return out
 
 
+# The step `well_formed` checks against: a checker's format reads only the prediction.
+_NO_STEP = Step(state="", action="", next_state="")
+
+
 def well_formed(env: str, spec: Spec, prediction: str) -> bool:
   """Whether `prediction` parses as a state of `env` (the checker's `format`
   fact); True for environments without a checker. It needs no reference
   step: every checker reads its format from the prediction alone."""
   own = env_result(env, spec, _NO_STEP, prediction)
   return own is None or own.determined.get(FORMAT) is not False
-
-
-_NO_STEP = Step(state="", action="", next_state="")

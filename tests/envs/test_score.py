@@ -130,6 +130,9 @@ def test_real_environments_are_graded_by_their_adapter_check(monkeypatch):
   stayed = score_prediction("textworld/explore", spec, step,
                             "You are in the hall.\n[location: hall | score: 0]")
   assert stayed["pass"] == 0.0 and stayed["revealed_valid"] < 1.0 and stayed["determined_acc"] == 1.0
+  # Its parser alone, as format retries use it.
+  assert well_formed("textworld/explore", spec, "You are in the attic.\n[location: attic | score: 0]")
+  assert not well_formed("textworld/explore", spec, "You are in the attic.")
 
 
 def test_unparseable_text_invents_nothing_valid():
