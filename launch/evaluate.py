@@ -21,7 +21,6 @@ skips transitions without a twin world (real environments) and says how many.
 """
 
 import dataclasses
-import functools
 import json
 import os
 import time
@@ -30,7 +29,7 @@ from absl import app, flags
 
 from launch import sampler_flags
 from mdlm_wm.data import serialize
-from mdlm_wm.envs.score import well_formed
+from mdlm_wm.envs.score import format_check
 from mdlm_wm.eval import baselines
 from mdlm_wm.eval import evaluate as ev
 from mdlm_wm.utils import errors
@@ -102,8 +101,8 @@ def main(argv):
           serialize.ablate(spec, ablated), actions, num_samples=1, seed=seed, **overrides)[0]
       episodes, examples = ev.load_examples(FLAGS.data, wm.cfg.data.history_len,
                                             cfg.max_examples)
-      parsers = {id(ex.transition): functools.partial(well_formed, ex.episode.env,
-                                                      ex.episode.spec) for ex in examples}
+      parsers = {id(ex.transition): format_check(ex.episode.env, ex.episode.spec)
+                 for ex in examples}
       t0 = time.perf_counter()
       predictions = ev.predict_all(predict, [ex.transition for ex in examples],
                                    [None] * len(examples), cfg, "sample")

@@ -56,7 +56,6 @@ characters, which the environment accepts as an (unhelpful) action.
 from __future__ import annotations
 
 import dataclasses
-import functools
 import os
 import re
 from collections.abc import Callable, Mapping, Sequence
@@ -73,7 +72,7 @@ from mdlm_wm.data import schema
 from mdlm_wm.data.schema import Spec
 from mdlm_wm.data.serialize import Transition
 from mdlm_wm.data.tokenizer import Tokenizer
-from mdlm_wm.envs.score import well_formed
+from mdlm_wm.envs.score import format_check
 from mdlm_wm.world_model import Accept, WorldModel
 
 History = tuple[tuple[str, str], ...]
@@ -269,8 +268,8 @@ class WorldModelEnv(gymnasium.Env):
     if self._over:
       raise RuntimeError("the episode has ended (terminated or truncated); call reset()")
     tr = Transition(self._spec, tuple(self._history), self._state, action)
-    accept = functools.partial(well_formed, self._env_name, self._spec) if self._env_name else None
-    return _Request(tr, self._steer, step_seed(self._episode_seed, self._step), accept)
+    return _Request(tr, self._steer, step_seed(self._episode_seed, self._step),
+                    format_check(self._env_name, self._spec))
 
   def advance(self, action: str, next_state: str, seed: int
               ) -> tuple[str, float, bool, bool, dict[str, Any]]:

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import collections
 import copy
-import functools
 import json
 import os
 import time
@@ -20,7 +19,7 @@ from mdlm_wm import config as config_lib
 from mdlm_wm import corpus
 from mdlm_wm.data import schema
 from mdlm_wm.data.serialize import transitions
-from mdlm_wm.envs.score import score_prediction, well_formed
+from mdlm_wm.envs.score import format_check, score_prediction
 from mdlm_wm.eval import baselines
 from mdlm_wm.train import state as train_state
 from mdlm_wm.train import checkpoint
@@ -158,7 +157,7 @@ def predict_and_score(cfg, model_dir: str, examples, out_path: str) -> dict:
       trs = [tr for _, _, tr in chunk]
       first = wm.generate(trs, num_samples=1, seed=i, **settings)
       texts, draws_BG = wm.redraw(
-          trs, first, [functools.partial(well_formed, ep.env, ep.spec) for ep, _, _ in chunk],
+          trs, first, [format_check(ep.env, ep.spec) for ep, _, _ in chunk],
           seed=i, retries=retries["format_retries"],
           retry_temperature=retries["retry_temperature"], **settings)
       preds += [p for (p,) in texts]

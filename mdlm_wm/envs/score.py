@@ -15,6 +15,9 @@ It sits above the registry, which finds each environment's checker by name;
 
 from __future__ import annotations
 
+import functools
+from collections.abc import Callable
+
 from mdlm_wm.checks.generic import check_score, generic_result
 from mdlm_wm.checks.result import FORMAT, CheckResult
 from mdlm_wm.data.schema import Spec, Step
@@ -79,3 +82,9 @@ def well_formed(env: str, spec: Spec, prediction: str) -> bool:
   step: every checker reads its format from the prediction alone."""
   own = env_result(env, spec, _NO_STEP, prediction)
   return own is None or own.determined.get(FORMAT) is not False
+
+
+def format_check(env: str | None, spec: Spec) -> Callable[[str], bool] | None:
+  """`well_formed` for one environment and spec, the check format retries
+  take (WorldModel.redraw); None when the environment is not named."""
+  return functools.partial(well_formed, env, spec) if env else None

@@ -23,7 +23,6 @@ seed, so batching still changes nothing).
 from __future__ import annotations
 
 import dataclasses
-import functools
 import secrets
 from collections.abc import Sequence
 from typing import Any
@@ -31,8 +30,8 @@ from typing import Any
 from mdlm_wm.data.schema import Spec
 from mdlm_wm.data.serialize import Transition
 from mdlm_wm.serve.protocol import MAX_SEED, RequestError, Sampling
-from mdlm_wm.envs.score import well_formed
-from mdlm_wm.world_model import Accept, Anchors, WorldModel, padded_to_power_of_two
+from mdlm_wm.envs.score import format_check
+from mdlm_wm.world_model import Anchors, WorldModel, padded_to_power_of_two
 
 
 @dataclasses.dataclass(frozen=True)
@@ -51,9 +50,6 @@ class StepJob:
   seed: int
   env: str | None = None  # its parser redraws states that do not parse
 
-  def accept(self) -> Accept | None:
-    return None if self.env is None else functools.partial(well_formed, self.env,
-                                                            self.transition.spec)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -110,15 +106,16 @@ class Engine:
     texts = self.wm.generate([j.transition for j in padded], num_samples=key.num_samples,
                              seed=[j.seed for j in padded], steers=[j.steer for j in padded],
                              anchors=[j.fixed for j in padded],
-                             accept=[j.accept() for j in padded], **self._overrides(key))
+                             accept=[format_check(j.env, j.transition.spec) for j in padded],
+                             **self._overrides(key))
     return [StepResult(t, n) for t in texts[:n]]
 
   def rollout(self, spec: Spec, actions: Sequence[str], state: str | None, steer: str | None,
               sampling: Sampling, seed: int, env: str | None = None) -> list[list[str]]:
     """WorldModel.rollout with the request's settings."""
-    accept = None if env is None else functools.partial(well_formed, env, spec)
     return self.wm.rollout(spec, actions, state=state, steer=steer,
-                           num_samples=sampling.num_samples, seed=seed, accept=accept,
+                           num_samples=sampling.num_samples, seed=seed,
+                           accept=format_check(env, spec),
                            **self._overrides(self.batch_key(sampling)))
 
   def _overrides(self, key: BatchKey) -> dict[str, Any]:
