@@ -62,6 +62,11 @@ class Anchors:
   `prefix` starts the state, `suffix` ends it, and the state is `length`
   tokens long in total (None: the longest the canvas allows); the model
   fills everything in between. `spans` pins text at token offsets.
+
+  A model that writes deltas (`data.target = "delta"`) samples the change
+  from s_t: a suffix that is a status line is pinned as the delta writes it
+  (`data.delta.pinned_suffix`), so the state still ends with it; the prefix,
+  spans and length are pinned and counted in the canvas's delta text.
   """
   prefix: str = ""
   suffix: str = ""
@@ -132,9 +137,15 @@ class WorldModel:
       uncond[b, C - len(ids):] = ~steer
     return context, valid, uncond
 
-  def fixed_canvas(self, anchors: Sequence[Anchors | None]) -> np.ndarray:
-    """[B, T] pins: -1 free, else a token id (anchors and the <eot> after them)."""
+  def fixed_canvas(self, anchors: Sequence[Anchors | None],
+                   states: Sequence[str] | None = None) -> np.ndarray:
+    """[B, T] pins: -1 free, else a token id (anchors and the <eot> after them).
+    `states`: each canvas's s_t, where a model that writes deltas pins a
+    status-line suffix as its delta (`Anchors`); without them, as given."""
     T, tok = self.canvas_len, self.tokenizer
+    if states is not None and config_lib.target(self.cfg) == "delta":
+      anchors = [a if a is None else dataclasses.replace(a, suffix=delta.pinned_suffix(a.suffix, s))
+                 for a, s in zip(anchors, states, strict=True)]
     fixed = np.full((len(anchors), T), -1, np.int32)
     for b, a in enumerate(anchors):
       if a is None:
@@ -186,7 +197,7 @@ class WorldModel:
     """
     context, valid, uncond = self.encode_contexts(transitions, steers)
     anchors = anchors or [None] * len(transitions)
-    fixed = self.fixed_canvas(anchors)
+    fixed = self.fixed_canvas(anchors, [tr.state for tr in transitions])
     rng = _keys(seed, len(transitions))
     params = self.params if params is None else params
     cfg = self.decode_config(**sample_overrides)

@@ -123,13 +123,30 @@ def delta_of(next_state: str, state: str) -> str:
     out = _lines(next_state, state, _line_delta)
   else:
     out = _lines(body, old_body, _line_delta)
-    if [k for k, _ in parts] == [k for k, _ in old_parts]:
-      out += "[" + _SEP.join([SAME] + [f"{k}: {v}" for (k, v), (_, old) in
-                                       zip(parts, old_parts) if v != old]) + "]"
-    else:
-      out += next_state[len(body):]
+    out += _status_line(parts, old_parts) or next_state[len(body):]
   # Exactness over cleverness: what does not read back is written whole.
   return out if apply_delta(out, state) == next_state else next_state
+
+
+def _status_line(parts, old_parts) -> str | None:
+  """`[= | k: v ...]` with the changed entries, when the keys match in order."""
+  if [k for k, _ in parts] != [k for k, _ in old_parts]:
+    return None
+  return "[" + _SEP.join([SAME] + [f"{k}: {v}" for (k, v), (_, old) in
+                                   zip(parts, old_parts) if v != old]) + "]"
+
+
+def pinned_suffix(suffix: str, state: str) -> str:
+  """A trailing anchor of the next state, as a delta target after `state`
+  writes it: a status line with the keys of `state`'s, in the same order,
+  becomes `[= | k: v ...]` (the entries that differ from `state`'s); anything
+  else stays as given, which a delta may also state whole (apply_delta reads
+  a whole status line or JSON value as written). So a pinned anchor is text
+  the model was trained to write, and the state it describes ends with it."""
+  head, parts = _split_status(suffix)
+  _, old_parts = _split_status(state)
+  line = _status_line(parts, old_parts) if parts is not None and old_parts is not None else None
+  return suffix if line is None else head + line
 
 
 def apply_delta(delta: str, state: str) -> str:

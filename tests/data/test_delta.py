@@ -2,11 +2,11 @@ import numpy as np
 import pytest
 
 from mdlm_wm.data import schema
-from mdlm_wm.data.delta import apply_delta, delta_of
+from mdlm_wm.data.delta import apply_delta, delta_of, pinned_suffix
 from mdlm_wm.data.serialize import Serializer, Transition
 from mdlm_wm.data.tokenizer import Tokenizer
 from mdlm_wm.envs import make, run_episode
-from mdlm_wm.world_model import Samples, WorldModel
+from mdlm_wm.world_model import Anchors, Samples, WorldModel
 
 HOUSE = "You go to the sofa. [room: den | at: sofa | holding: nothing | visible: 0]"
 HOUSE_NEXT = "You take the key. [room: den | at: sofa | holding: key | visible: 0]"
@@ -102,3 +102,30 @@ def test_a_delta_world_model_writes_whole_states(tiny_models, tiny_corpus):
   texts = wm.texts(Samples(samples.context_BC, samples.valid_BC, samples.fixed_BT, tokens,
                            samples.states_B))
   assert texts == [[st.next_state], [st.next_state]]
+
+
+def test_a_pinned_status_line_is_written_as_the_delta_writes_it():
+  anchor = "[room: den | at: sofa | holding: key | visible: 0]"
+  assert pinned_suffix(anchor, HOUSE) == "[= | holding: key]"
+  assert pinned_suffix(HOUSE[HOUSE.index("["):], HOUSE) == "[=]"
+  assert apply_delta("You take the key. " + pinned_suffix(anchor, HOUSE), HOUSE).endswith(anchor)
+  # Other keys, no status line in s_t, or no status line at all: as given.
+  for suffix, state in (("[room: den | holding: key]", HOUSE), (anchor, "You wake up."),
+                        ('"cart_count": 1, "open_orders": 0}', HOUSE)):
+    assert pinned_suffix(suffix, state) == suffix
+
+
+def test_a_delta_world_model_pins_a_trailing_status_line_in_delta_form(tiny_models, tiny_corpus):
+  wm = WorldModel.load(tiny_models["mdlm"])
+  ep = next(ep for ep in schema.iter_episodes(f"{tiny_corpus}/test.jsonl")
+            if ep.env == "household")
+  st = ep.steps[1]
+  anchor = st.next_state[st.next_state.rindex("["):]
+  wm.cfg.data.target = "delta"
+  tr = Transition(ep.spec, (), st.state, st.action)
+  fixed = Anchors(suffix=anchor, length=40)
+  samples = wm.sample_tokens([tr], num_samples=2, anchors=[fixed])
+  assert pinned_suffix(anchor, st.state).startswith("[=")  # s_t has the same keys
+  pinned = wm.tokenizer.encode(pinned_suffix(anchor, st.state))
+  assert (samples.fixed_BT[0, 40 - len(pinned):40] == pinned).all()
+  assert all(text.endswith(anchor) for text in wm.texts(samples)[0])
