@@ -105,7 +105,7 @@ def build_app(wm: WorldModel, config: ServeConfig = ServeConfig()) -> FastAPI:
   async def step(obj: dict = Depends(body)) -> dict[str, Any]:
     start = time.perf_counter()
     req = protocol.parse_step(obj, config)
-    engine.check(req.sampling, req.fixed)
+    engine.check(req.sampling, req.fixed, req.state)
     seed = seed_of(req.sampling)
     job = StepJob(Transition(req.spec, req.history, req.state, req.action), req.steer, req.fixed,
                   seed, req.env)
@@ -145,7 +145,7 @@ def build_app(wm: WorldModel, config: ServeConfig = ServeConfig()) -> FastAPI:
     start = time.perf_counter()
     session = sessions.get(session_id)
     req = protocol.parse_session_step(obj, config)
-    engine.check(session.sampling, req.fixed)
+    engine.check(session.sampling, req.fixed, session.state)
     async with session.lock:
       job = StepJob(Transition(session.spec, tuple(session.history), session.state, req.action),
                     session.steer, req.fixed, session.step_seed(), session.env)

@@ -67,8 +67,10 @@ class Engine:
 
   # ------------------------------------------------------------------ checks
 
-  def check(self, sampling: Sampling, fixed: Anchors | None = None) -> None:
-    """Raises RequestError (422) for settings or anchors this model cannot serve."""
+  def check(self, sampling: Sampling, fixed: Anchors | None = None,
+            state: str | None = None) -> None:
+    """Raises RequestError (422) for settings or anchors this model cannot serve
+    (anchors as pinned after `state`, the s_t a delta model writes against)."""
     errors = []
     if sampling.steps is not None:
       if self.wm.objective != "mdlm":
@@ -81,7 +83,7 @@ class Engine:
           errors.append(f"steps: {e}")
     if fixed is not None:
       try:
-        self.wm.fixed_canvas([fixed])
+        self.wm.fixed_canvas([fixed], None if state is None else [state])
       except ValueError as e:
         errors.append(f"fixed: {e}")
     if errors:

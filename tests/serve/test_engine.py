@@ -1,11 +1,14 @@
-"""The engine's batching contract, on a stub model (no JAX)."""
+"""The engine's batching contract, on a stub model (no JAX), and its anchor check."""
 
 import ml_collections
+import pytest
 
+from mdlm_wm.data.delta import pinned_suffix
 from mdlm_wm.data.schema import Spec
 from mdlm_wm.data.serialize import Transition
 from mdlm_wm.serve.engine import Engine, StepJob
-from mdlm_wm.serve.protocol import Sampling
+from mdlm_wm.serve.protocol import RequestError, Sampling
+from mdlm_wm.world_model import Anchors, WorldModel
 
 
 class StubModel:
@@ -66,3 +69,15 @@ def test_a_job_that_names_its_environment_passes_its_parser():
   assert none is None
   assert parse("[cwd: /home | entries: 1 (files: 0, dirs: 1) | exit: 0 | goal: 0/3]")
   assert not parse("[cwd: /home | entries: 1/2")
+
+
+def test_anchors_are_checked_as_a_delta_model_pins_them(tiny_models):
+  wm = WorldModel.load(tiny_models["mdlm"])
+  wm.cfg.data.target = "delta"
+  state = "You wait. [room: den | at: sofa | holding: nothing | visible: 0]"
+  anchor = "[room: den | at: sofa | holding: key | visible: 0]"  # pinned as [= | holding: key]
+  fixed = Anchors(suffix=anchor, length=len(wm.tokenizer.encode(pinned_suffix(anchor, state))))
+  engine = Engine(wm)
+  engine.check(Sampling(), fixed, state)
+  with pytest.raises(RequestError, match="fixed: anchors need"):
+    engine.check(Sampling(), fixed)  # without s_t the whole line is pinned: it does not fit
