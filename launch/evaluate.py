@@ -114,8 +114,8 @@ def main(argv):
       source = {"workdir": os.path.abspath(FLAGS.workdir), "objective": wm.objective,
                 "ablated": list(ablated),
                 "params": wm.num_params, "sample": {**wm.cfg.sample.to_dict(), **overrides},
-                "format_retries": (wm.cfg.sample.get("format_retries", 0)
-                                   if FLAGS.format_retries is None else FLAGS.format_retries),
+                "format_retries": (wm.format_retries if FLAGS.format_retries is None
+                                   else FLAGS.format_retries),
                 # Includes compilation: a rough figure; launch.bench measures latency.
                 "seconds_per_transition": seconds}
   report = {"source": source, "data": os.path.abspath(FLAGS.data),

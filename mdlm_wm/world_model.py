@@ -176,6 +176,12 @@ class WorldModel:
 
   # ------------------------------------------------------------------ generation
 
+  @property
+  def format_retries(self) -> int:
+    """How many times `redraw` draws a rejected sample again by default
+    (`sample.format_retries`; 0 for configs from before the key)."""
+    return self.cfg.sample.get("format_retries", 0)
+
   def decode_config(self, **sample_overrides
                     ) -> (mdlm_sampler.SamplerConfig | block_sampler.BlockSamplerConfig
                           | ar_decode.DecodeConfig):
@@ -269,7 +275,7 @@ class WorldModel:
     first was accepted; a sample whose every draw was rejected shows
     retries + 1, as one accepted at the last retry does: `accept` tells
     them apart)."""
-    retries = self.cfg.sample.get("format_retries", 0) if retries is None else retries
+    retries = self.format_retries if retries is None else retries
     if retries < 0:
       raise ValueError(f"retries: must be >= 0, got {retries}")
     texts = [list(row) for row in texts]

@@ -51,7 +51,6 @@ class StepJob:
   env: str | None = None  # its parser redraws states that do not parse
 
 
-
 @dataclasses.dataclass(frozen=True)
 class StepResult:
   next_states: list[str]
