@@ -70,8 +70,8 @@ def synthetic_batch(cfg, rng: np.random.Generator) -> dict[str, np.ndarray]:
   ids = lambda n: rng.integers(13, FLAGS.vocab_size, n).astype(np.int32)
   b = config_lib.block_size(cfg)
   if b:
-    rows = [block_rows.block_row(ids(C), ids(T), b, bool(cfg.diffusion.shift))
-            for _ in range(B)]
+    rows = [block_rows.block_row(ids(C), ids(T), b, bool(cfg.diffusion.shift),
+                                 clean_labels=config_lib.causal_clean(cfg)) for _ in range(B)]
     out = {k: np.stack([np.pad(r[k], (0, L - len(r[k]))) for r in rows])
            for k in block_rows.ROW_FEATURES}
     out["segment_ids"] = np.stack([np.pad(np.ones(len(r["tokens"]), np.int32),
@@ -160,8 +160,9 @@ def bench_sampler(cfg) -> list[dict]:
     elif attention == "bidirectional":
       for b in map(int, FLAGS.block_sizes):
         for per_block in sorted({int(s) or b for s in FLAGS.block_steps}):
-          bcfg = block_sampler.BlockSamplerConfig(block_size=b, steps=per_block,
-                                                  shift=bool(cfg.diffusion.shift))
+          bcfg = block_sampler.BlockSamplerConfig(
+              block_size=b, steps=per_block, shift=bool(cfg.diffusion.shift),
+              causal_clean=config_lib.causal_clean(c))
           first, ms = _timed(lambda i, bcfg=bcfg: block_sampler.sample(
               graphdef, params, context, valid, fixed, jax.random.key(i), bcfg,
               num_samples=G, mask_id=MASK_ID, eot_id=EOT_ID)[0], FLAGS.repeats)

@@ -109,6 +109,10 @@ def base_config() -> ml_collections.ConfigDict:
   # Attention annealing for an AR start: over this many steps, in-block
   # attention opens from causal to bidirectional (0: bidirectional at once).
   c.diffusion.anneal_steps = 0
+  # > 0 (with the shift): the clean copy of the target is causal inside its
+  # block, as the AR's, and trained with the AR's next-token loss at this
+  # weight beside the block ELBO (the optimizer's loss; `loss` stays the ELBO).
+  c.diffusion.clean_ar_weight = 0.0
 
   c.optim = optim_config(lr=3e-3, warmup_steps=50, min_lr_ratio=0.1, weight_decay=0.01)
 
@@ -200,6 +204,10 @@ def validate(cfg) -> None:
   _check(0 < cfg.diffusion.t_min < cfg.diffusion.t_max <= 1, "diffusion.t_min",
          "must satisfy 0 < t_min < t_max <= 1")
   _check(cfg.diffusion.get("anneal_steps", 0) >= 0, "diffusion.anneal_steps", "must be >= 0")
+  w = cfg.diffusion.get("clean_ar_weight", 0.0)
+  _check(w >= 0, "diffusion.clean_ar_weight", "must be >= 0")
+  _check(w == 0 or bool(cfg.diffusion.shift), "diffusion.clean_ar_weight",
+         "needs diffusion.shift (the clean copy's slots hold the token before their label)")
   with _library_rules("model"):
     # Any vocabulary: the tokenizer's comes later, and no model rule reads it.
     model_config(cfg, vocab_size=1).validate()
@@ -494,7 +502,7 @@ def sampler_config(cfg, *, eot_id: int | None = None, **overrides
         block_size=s["block_size"] or block_size(cfg), steps=s["steps"],
         temperature=s["temperature"], top_p=s["top_p"], confidence=s["confidence"],
         threshold=s["threshold"], cfg_scale=s["cfg_scale"], schedule=cfg.diffusion.schedule,
-        shift=bool(cfg.diffusion.shift))
+        shift=bool(cfg.diffusion.shift), causal_clean=causal_clean(cfg))
     out.validate()
   elif cfg.objective == "ar":
     out = ar_decode.DecodeConfig(max_len=canvas, temperature=s["temperature"],
@@ -517,6 +525,12 @@ def block_size(cfg) -> int:
     return 0
   b = cfg.diffusion.get("block_size") or 0
   return min(b, cfg.data.max_target_len) if b else cfg.data.max_target_len
+
+
+def causal_clean(cfg) -> bool:
+  """True when the block model's clean copy is causal inside its block
+  (diffusion.clean_ar_weight > 0: it is trained with a next-token loss)."""
+  return is_block_model(cfg) and cfg.diffusion.get("clean_ar_weight", 0.0) > 0
 
 
 def tools_format(cfg) -> str:

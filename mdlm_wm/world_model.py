@@ -83,9 +83,10 @@ class WorldModel:
     self.canvas_len = cfg.data.max_target_len
     self.serializer = config_lib.serializer(cfg, tokenizer)
     self.num_params = config_lib.model_config(cfg, tokenizer.vocab_size).num_params()
-    # (block size, shift) of a block-diffusion MDLM, as trained; None otherwise.
-    self.block = ((config_lib.block_size(cfg), bool(cfg.diffusion.shift))
-                  if config_lib.is_block_model(cfg) else None)
+    # (block size, shift, causal clean copy) of a block-diffusion MDLM, as
+    # trained; None otherwise.
+    self.block = ((config_lib.block_size(cfg), bool(cfg.diffusion.shift),
+                   config_lib.causal_clean(cfg)) if config_lib.is_block_model(cfg) else None)
 
   @classmethod
   def load(cls, workdir: str, step: int | None = None, mesh=None) -> WorldModel:

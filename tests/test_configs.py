@@ -113,3 +113,18 @@ def test_format_retry_settings_are_validated(key, value, message):
   cfg.sample[key] = value
   with pytest.raises(ValueError, match=rf"^{message.replace('.', '[.]')}"):
     config_lib.validate(cfg)
+
+
+def test_clean_ar_weight_is_validated_and_makes_the_clean_copy_causal():
+  cfg = config_lib.base_config()
+  cfg.objective = "mdlm"
+  assert not config_lib.causal_clean(cfg)
+  cfg.diffusion.clean_ar_weight = 0.5
+  config_lib.validate(cfg)
+  assert config_lib.causal_clean(cfg)
+  cfg.diffusion.shift = False
+  with pytest.raises(ValueError, match=r"^config[.]diffusion[.]clean_ar_weight: needs"):
+    config_lib.validate(cfg)
+  cfg.diffusion.shift, cfg.diffusion.clean_ar_weight = True, -1.0
+  with pytest.raises(ValueError, match=r"^config[.]diffusion[.]clean_ar_weight: must be >= 0"):
+    config_lib.validate(cfg)

@@ -30,14 +30,17 @@ def check_seq_len(seq_len: int, max_context_len: int, max_target_len: int, block
 
 
 def block_row(context_ids: Sequence[int], target_ids: Sequence[int], block_size: int,
-              shift: bool, steer_span: tuple[int, int] = (0, 0)) -> dict[str, np.ndarray]:
+              shift: bool, steer_span: tuple[int, int] = (0, 0),
+              clean_labels: bool = False) -> dict[str, np.ndarray]:
   """One training example as block-diffusion row features (int32 arrays).
 
   `context_ids` end with the <target> marker; `target_ids` end with <eot>
   (unless cut). `labels` is the token a noisy slot must predict (0 elsewhere),
   `role` CONTEXT / NOISY / CLEAN, `block` the slot's block (-1 in the
   context), `pos` the RoPE position, `maskable` 1 where the noisy input may
-  be replaced by [MASK], `last` 1 on a block's last label.
+  be replaced by [MASK], `last` 1 on a block's last label. `clean_labels`
+  (with the shift): the clean copy is whole and its slots carry their labels
+  too, for the next-token loss on the clean copy.
   """
   ctx = list(context_ids[:-1]) if shift else list(context_ids)
   target = list(target_ids)
@@ -46,13 +49,15 @@ def block_row(context_ids: Sequence[int], target_ids: Sequence[int], block_size:
   j = np.arange(n)
   block = j // block_size
   n_blocks = int(block[-1]) + 1
-  clean = j < (n_blocks - 1) * block_size  # nothing attends to the last clean block
+  # Nothing attends to the last clean block: it is kept only for its labels.
+  clean = np.ones(n, bool) if clean_labels else j < (n_blocks - 1) * block_size
   nc = int(clean.sum())
   slot_pos = c + j  # with the shift, slot 0 is the marker's own position
   zeros = lambda k: np.zeros(k, np.int32)
   row = {
       "tokens": np.concatenate([ctx, slots, np.asarray(slots)[:nc]]),
-      "labels": np.concatenate([zeros(c), target, zeros(nc)]),
+      "labels": np.concatenate([zeros(c), target,
+                                np.asarray(target[:nc]) if clean_labels else zeros(nc)]),
       "role": np.concatenate([np.full(c, CONTEXT), np.full(n, NOISY), np.full(nc, CLEAN)]),
       "block": np.concatenate([np.full(c, -1), block, block[:nc]]),
       "pos": np.concatenate([np.arange(c), slot_pos, slot_pos[:nc]]),

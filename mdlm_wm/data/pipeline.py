@@ -128,6 +128,7 @@ class PipelineConfig:
   # the full canvas); 0: plain [context][target] rows (the AR objective).
   block_size: int = 0
   shift: bool = True  # block rows only: slot j holds the token before label j
+  clean_labels: bool = False  # block rows only: a whole, labelled clean copy
   seed: int = 0
   num_epochs: int | None = None  # None: repeat forever
   shuffle: bool = True
@@ -159,7 +160,7 @@ class _ToRow(grain.transforms.Map):
       self.truncation.add(ser.truncation)
     if self.cfg.block_size:
       return block_rows.block_row(ser.context_ids, ser.target_ids, self.cfg.block_size,
-                                  self.cfg.shift, ser.steer_span)
+                                  self.cfg.shift, ser.steer_span, self.cfg.clean_labels)
     tokens = np.asarray(ser.context_ids + ser.target_ids, np.int32)
     mask = np.zeros_like(tokens)
     mask[len(ser.context_ids):] = 1

@@ -42,9 +42,10 @@ from mdlm_wm.data.block_rows import CLEAN, CONTEXT, NOISY
 
 
 def block_attention_mask(segment_ids_BL, role_BL, block_BL, pos_BL, causal_context: bool,
-                         future_keep_BLL=None):
+                         future_keep_BLL=None, causal_clean: bool = False):
   """[B, L, L] mask of packed block-diffusion rows (see the module docstring);
-  `future_keep_BLL` (bool, broadcastable to [B, L, L]) anneals in-block attention."""
+  `future_keep_BLL` (bool, broadcastable to [B, L, L]) anneals in-block
+  attention; `causal_clean` makes the clean copy causal inside its block too."""
   seg_q, seg_k = segment_ids_BL[:, :, None], segment_ids_BL[:, None, :]
   role_q, role_k = role_BL[:, :, None], role_BL[:, None, :]
   blk_q, blk_k = block_BL[:, :, None], block_BL[:, None, :]
@@ -56,7 +57,12 @@ def block_attention_mask(segment_ids_BL, role_BL, block_BL, pos_BL, causal_conte
   from_context = (role_q == CONTEXT) & ctx_to_ctx
   from_noisy = (role_q == NOISY) & (ctx_k | ((role_k == CLEAN) & (blk_k < blk_q))
                                    | ((role_k == NOISY) & (blk_k == blk_q)))
-  from_clean = (role_q == CLEAN) & (ctx_k | ((role_k == CLEAN) & (blk_k <= blk_q)))
+  clean_before = blk_k < blk_q
+  if causal_clean:
+    clean_before |= (blk_k == blk_q) & (pos_BL[:, None, :] <= pos_BL[:, :, None])
+  else:
+    clean_before |= blk_k == blk_q
+  from_clean = (role_q == CLEAN) & (ctx_k | ((role_k == CLEAN) & clean_before))
   mask = (seg_q == seg_k) & (seg_k > 0) & (from_context | from_noisy | from_clean)
   if future_keep_BLL is not None:
     in_block_future = ((role_q == role_k) & (role_q != CONTEXT) & (blk_q == blk_k)

@@ -52,6 +52,7 @@ class BlockSamplerConfig:
   cfg_scale: float = 0.0
   schedule: str = "loglinear"
   shift: bool = True  # as the model was trained (config.diffusion.shift)
+  causal_clean: bool = False  # as trained: the clean pass is causal in its block
   # False: every step recomputes [context | blocks | block] with the training
   # mask instead of reading the cache (the reference the cache is tested against).
   kv_cache: bool = True
@@ -132,11 +133,14 @@ def _sample_jit(graphdef, params, context_BC, valid_WBC, fixed_BT, rng, *,
       return labels_NL
     return jnp.concatenate([first_token[:, None], labels_NL[:, :-1]], axis=1)
 
-  def block_masks(k):
-    """[W*N, b, P + K*b + b]: valid context, committed blocks, the block itself."""
+  def block_masks(k, causal=False):
+    """[W*N, b, P + K*b + b]: valid context, committed blocks, the block itself
+    (`causal`: each slot sees the block's slots up to itself only)."""
     done = jnp.broadcast_to((jnp.arange(K * b) < k * b)[None, :], (W * N, K * b))
-    keys = jnp.concatenate([prefix_valid, done, jnp.ones((W * N, b), bool)], axis=1)
-    return jnp.broadcast_to(keys[:, None, :], (W * N, b, P + K * b + b))
+    before = jnp.broadcast_to(jnp.concatenate([prefix_valid, done], axis=1)[:, None, :],
+                              (W * N, b, P + K * b))
+    own = jnp.tril(jnp.ones((b, b), bool)) if causal else jnp.ones((b, b), bool)
+    return jnp.concatenate([before, jnp.broadcast_to(own, (W * N, b, b))], axis=2)
 
   def block_logits(k, cache, key_mask, inputs, positions, labels):
     """Logits [W*N, b, V] of block k's slots: over the cache, or (kv_cache
@@ -156,7 +160,8 @@ def _sample_jit(graphdef, params, context_BC, valid_WBC, fixed_BT, rng, *,
     shape = tokens.shape
     mask = block_lib.block_attention_mask(seg, jnp.broadcast_to(role, shape),
                                           jnp.broadcast_to(blk, shape),
-                                          jnp.broadcast_to(pos, shape), cfg.shift)
+                                          jnp.broadcast_to(pos, shape), cfg.shift,
+                                          causal_clean=cfg.causal_clean)
     out = model.logits(model.hidden(tokens, jnp.broadcast_to(pos, shape), seg, None, mask))
     return out[:, -b:]
 
@@ -197,7 +202,7 @@ def _sample_jit(graphdef, params, context_BC, valid_WBC, fixed_BT, rng, *,
     _, blk, blk_commit = jax.lax.while_loop(cond, step, (0, blk_labels, blk_commit0))
     # The committed block, clean, into the cache.
     _, own = _run_blocks(model, jnp.tile(slots_of(blk, prev_N), (W, 1)), positions, cache,
-                         key_mask)
+                         block_masks(k, cfg.causal_clean))
     cache = [tuple(jax.lax.dynamic_update_slice_in_dim(c, o, P + start, axis=1)
                    for c, o in zip(kv, own_kv)) for kv, own_kv in zip(cache, own)]
     labels = jax.lax.dynamic_update_slice_in_dim(labels, blk, start, axis=1)

@@ -158,13 +158,14 @@ def mdlm_elbo(model, context_BC, valid_BC, completion_BT, completion_mask_BT, rn
 
 def block_coupled_logprob(model, context_BC, valid_BC, completion_BT, completion_mask_BT, rng,
                           *, mask_id: int, block_size: int, shift: bool,
-                          schedule: str = "loglinear"):
+                          causal_clean: bool = False, schedule: str = "loglinear"):
   """The coupled estimate of a block-diffusion model: (logp_BT, weight_BT).
 
   Scored as the model was trained (diffusion/block.py): each completion in
   a row [context | noisy blocks | clean blocks] under the block mask, so
-  every block sees the clean blocks before it; one time per block; with the
-  shift, slot j holds token j - 1. Pass 1 masks each counted token w.p.
+  every block sees the clean blocks before it (causal inside their block with
+  `causal_clean`); one time per block; with the shift, slot j holds token
+  j - 1. Pass 1 masks each counted token w.p.
   1 - alpha(t_block), pass 2 the counted complement (weights as in
   `mdlm_coupled_logprob`). A block's last token, never an input of its own
   block under the shift, is scored in both passes with weight 1/2 each (its
@@ -204,7 +205,8 @@ def block_coupled_logprob(model, context_BC, valid_BC, completion_BT, completion
   pos = row(jnp.arange(P), P + j, P + j)
   seg_one = jnp.concatenate([valid_BC[:, :P], counted, counted], axis=1).astype(jnp.int32)
   seg = jnp.concatenate([seg_one, seg_one])
-  mask = block.block_attention_mask(seg, role, blk, pos, causal_context=shift)
+  mask = block.block_attention_mask(seg, role, blk, pos, causal_context=shift,
+                                    causal_clean=causal_clean)
   hidden = model.hidden(tokens, pos, seg, None, mask)[:, P:P + K * b]
   logp1, logp2 = jnp.split(_gather(loss.subs_log_probs(model.logits(hidden), mask_id),
                                    jnp.concatenate([y, y])), 2)

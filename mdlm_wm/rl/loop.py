@@ -52,10 +52,11 @@ def completion_mask(tokens_NT: np.ndarray, eot_id: int) -> np.ndarray:
 
 
 def logprob_fn(graphdef, objective: str, g, mask_id: int, schedule: str,
-               block: tuple[int, bool] | None = None):
+               block: tuple[int, bool, bool] | None = None):
   """(params, batch, rng) -> per-token log-probs [N, T] of the completions:
   exact for AR, the configured estimator (`g.mdlm_logprob`) for MDLM; for a
-  block-diffusion MDLM (`block` = (block size, shift)) the coupled estimate
+  block-diffusion MDLM (`block` = WorldModel.block: block size, shift,
+  causal clean copy) the coupled estimate
   in its training layout."""
   if block is not None and g.mdlm_logprob != "coupled":
     raise ValueError(f"config.grpo.mdlm_logprob: {g.mdlm_logprob!r} is not defined for a "
@@ -69,7 +70,7 @@ def logprob_fn(graphdef, objective: str, g, mask_id: int, schedule: str,
     if block is not None:
       logp, _ = logprob.block_coupled_logprob(*args, batch["mask"], rng, mask_id=mask_id,
                                               block_size=block[0], shift=block[1],
-                                              schedule=schedule)
+                                              causal_clean=block[2], schedule=schedule)
       return logp
     if g.mdlm_logprob == "one_step":
       return logprob.mdlm_one_step_logprob(*args, rng, mask_id=mask_id,

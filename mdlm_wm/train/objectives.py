@@ -45,6 +45,8 @@ class ObjectiveConfig:
   # Training steps over which in-block attention opens from causal to
   # bidirectional (diffusion/block.py); 0: bidirectional from the start.
   anneal_steps: int = 0
+  # > 0: the clean copy is causal in its block and adds a next-token loss.
+  clean_ar_weight: float = 0.0
 
 
 def objective_config(cfg, mask_id: int) -> ObjectiveConfig:
@@ -57,7 +59,8 @@ def objective_config(cfg, mask_id: int) -> ObjectiveConfig:
                          shift=bool(cfg.diffusion.get("shift", False)),
                          t_min=cfg.diffusion.get("t_min", 1e-3),
                          t_max=cfg.diffusion.get("t_max", 1.0),
-                         anneal_steps=cfg.diffusion.get("anneal_steps", 0))
+                         anneal_steps=cfg.diffusion.get("anneal_steps", 0),
+                         clean_ar_weight=cfg.diffusion.get("clean_ar_weight", 0.0))
 
 
 def _per_example(u_BL, segment_ids_BL):
@@ -105,7 +108,8 @@ def block_loss(model, batch, seg, k_t, k_mask, cfg: ObjectiveConfig, train: bool
     future_keep = (jax.random.uniform(k_attn, seg.shape + seg.shape[-1:])
                    < anneal_ratio(step, cfg.anneal_steps))
   mask = block_lib.block_attention_mask(seg, batch["role"], blk, batch["positions"],
-                                        causal_context=cfg.shift, future_keep_BLL=future_keep)
+                                        causal_context=cfg.shift, future_keep_BLL=future_keep,
+                                        causal_clean=cfg.clean_ar_weight > 0)
   logits = model(noisy, batch["positions"], seg, None, mask)
   logp = mdlm.subs_log_probs(logits, cfg.mask_id)
   nll = -jnp.take_along_axis(logp, labels[..., None], axis=-1)[..., 0]
@@ -117,5 +121,10 @@ def block_loss(model, batch, seg, k_t, k_mask, cfg: ObjectiveConfig, train: bool
   n_labels = jnp.maximum(is_label.sum(), 1)
   elbo = jnp.sum(nll * counted * weight) / n_labels
   n_counted = jnp.maximum(counted.sum(), 1.0)
-  return elbo, {"loss": elbo, "masked_ce": jnp.sum(nll * counted) / n_counted,
-                "masked_fraction": label_masked.sum() / n_labels}
+  metrics = {"loss": elbo, "masked_ce": jnp.sum(nll * counted) / n_counted,
+             "masked_fraction": label_masked.sum() / n_labels}
+  if cfg.clean_ar_weight <= 0:
+    return elbo, metrics
+  is_clean = (batch["role"] == block_rows.CLEAN) & (seg > 0)
+  clean_nll = jnp.sum(nll * is_clean) / jnp.maximum(is_clean.sum(), 1)
+  return elbo + cfg.clean_ar_weight * clean_nll, {**metrics, "clean_ar": clean_nll}

@@ -78,7 +78,8 @@ def pipeline_config(cfg, *, batch_size: int | None = None, seed_offset: int = 0,
       history_len=d.history_len, tools_format=config_lib.tools_format(cfg),
       ablate=config_lib.ablated(cfg), target=config_lib.target(cfg),
       block_size=config_lib.block_size(cfg),
-      shift=bool(cfg.diffusion.get("shift", False)), seed=cfg.seed + seed_offset,
+      shift=bool(cfg.diffusion.get("shift", False)),
+      clean_labels=config_lib.causal_clean(cfg), seed=cfg.seed + seed_offset,
       num_epochs=num_epochs, shuffle=shuffle, read_threads=d.read_threads)
 
 

@@ -71,11 +71,32 @@ def test_mask_hand_worked_target_of_8_blocks_of_2():
   np.testing.assert_array_equal(m, expect)
 
 
-def _mask_of(row, future_keep=None):
+def _mask_of(row, future_keep=None, causal_clean=False):
   return np.asarray(block.block_attention_mask(
       jnp.ones((1, len(row["tokens"])), jnp.int32), jnp.asarray(row["role"])[None],
       jnp.asarray(row["block"])[None], jnp.asarray(row["pos"])[None], True,
-      future_keep_BLL=future_keep))[0]
+      future_keep_BLL=future_keep, causal_clean=causal_clean))[0]
+
+
+def test_causal_clean_copy_is_whole_labelled_and_closes_only_clean_future_keys():
+  row = block_rows.block_row([10, 11, 12], list(range(20, 28)), 4, shift=True,
+                             clean_labels=True)
+  role, pos = row["role"], row["pos"]
+  clean = np.nonzero(role == block_rows.CLEAN)[0]
+  # The clean copy holds every block (the last too) and, shifted, labels its slots.
+  np.testing.assert_array_equal(row["tokens"][clean], [12] + list(range(20, 27)))
+  np.testing.assert_array_equal(row["labels"][clean], list(range(20, 28)))
+  full, causal = _mask_of(row), _mask_of(row, causal_clean=True)
+  closed = full & ~causal
+  assert not (causal & ~full).any()
+  for q, k in zip(*np.nonzero(closed)):
+    assert role[q] == role[k] == block_rows.CLEAN and pos[k] > pos[q]
+  assert closed.sum() == 6 * 2  # 2 clean blocks of 4: 6 future pairs each
+  # A clean slot now sees exactly what the AR sees at its position.
+  for q in clean:
+    np.testing.assert_array_equal(np.nonzero(causal[q])[0],
+                                  [k for k in range(len(pos)) if role[k] != block_rows.NOISY
+                                   and pos[k] <= pos[q]])
 
 
 def test_annealing_closes_only_in_block_future_keys():
@@ -132,6 +153,21 @@ def test_b1_with_shift_is_the_ar_loss(model):
     np.testing.assert_allclose(float(got), float(want), rtol=1e-5)
 
 
+def test_clean_copy_next_token_loss_is_the_ar_loss(model):
+  rng = np.random.default_rng(1)
+  ctx, tgt = list(rng.integers(5, V, 10)), list(rng.integers(5, V, 9)) + [EOT]
+  tokens = jnp.asarray([ctx + tgt])
+  seg = jnp.ones_like(tokens)
+  causal_mask = jnp.tril(jnp.ones((tokens.shape[1],) * 2, bool))[None]
+  logits = model(tokens, None, seg, None, causal_mask).at[..., MASK].set(-1e30)
+  want = ar_loss(logits, tokens, jnp.asarray([[0] * len(ctx) + [1] * len(tgt)]), seg)
+  cfg = dataclasses.replace(OBJECTIVE, clean_ar_weight=0.5)
+  batch = as_batch(block_rows.block_row(ctx, tgt, 4, True, clean_labels=True))
+  total, m = objectives.loss_fn(model, batch, jax.random.key(0), cfg)
+  np.testing.assert_allclose(float(m["clean_ar"]), float(want), rtol=1e-5)
+  np.testing.assert_allclose(float(total), float(m["loss"]) + 0.5 * float(want), rtol=1e-5)
+
+
 def test_loss_counts_target_tokens_up_to_eot_only(model):
   ctx, tgt = [5, 6, 7, 8], [9, 10, 11, EOT]
   cfg = OBJECTIVE
@@ -151,13 +187,14 @@ def context(seed, B=2, C=12, pads=(3, 0)):
   return ctx, valid
 
 
-@pytest.mark.parametrize("shift", [True, False])
+@pytest.mark.parametrize("shift,causal_clean", [(True, False), (False, False), (True, True)])
 @pytest.mark.parametrize("temperature", [0.0, 1.0])
-def test_cached_sampler_equals_recomputing(model, shift, temperature):
+def test_cached_sampler_equals_recomputing(model, shift, causal_clean, temperature):
   g, p = nnx.split(model)
   ctx, valid = context(1)
   fixed = -np.ones((2, 16), np.int32)
-  cfg = BlockSamplerConfig(block_size=4, steps=4, temperature=temperature, shift=shift)
+  cfg = BlockSamplerConfig(block_size=4, steps=4, temperature=temperature, shift=shift,
+                           causal_clean=causal_clean)
   args = (g, p, ctx, valid, fixed, jax.random.key(1))
   kw = dict(num_samples=2, mask_id=MASK, eot_id=EOT)
   cached = block_sampler.sample(*args, cfg, **kw)

@@ -20,8 +20,8 @@ COMPLETION = np.array([[2, 8, 1, 4], [10, 3, 3, 5]], np.int32)
 COUNTED = np.array([[1, 1, 1, 0], [1, 1, 1, 1]], bool)  # row 0: last token after <eot>
 
 
-def tiny_model(attention: str, seed: int = 0):
-  cfg = ModelConfig(vocab_size=V, d_model=32, n_layers=1, n_heads=4, n_kv_heads=2, d_ff=64,
+def tiny_model(attention: str, seed: int = 0, n_layers: int = 1):
+  cfg = ModelConfig(vocab_size=V, d_model=32, n_layers=n_layers, n_heads=4, n_kv_heads=2, d_ff=64,
                     attention=attention)
   with jax.set_mesh(sharding.make_mesh((1, 1, 1))):
     model = Transformer(cfg, rngs=nnx.Rngs(seed))
@@ -249,3 +249,17 @@ def test_block_coupled_scores_each_counted_token_once(bidir):
   logp, weight = np.asarray(logp), np.asarray(weight)
   assert np.all(weight[COUNTED] > 0) and np.all(weight[~COUNTED] == 0)
   assert np.all(logp[COUNTED] < 0) and np.all(logp[~COUNTED] == 0)
+
+
+def test_block_coupled_reads_the_clean_copy_as_trained():
+  # Block 0 sees no clean block, so the causal clean copy changes only the
+  # scores of later blocks (their left context is written causally; from the
+  # second layer on, since first-layer keys and values are the embeddings).
+  model = tiny_model("bidirectional", n_layers=2)
+  est = lambda causal_clean: jitted(logprob.block_coupled_logprob, model, mask_id=MASK,
+                                    block_size=2, shift=True, causal_clean=causal_clean)(
+      CONTEXT, VALID, COMPLETION, COUNTED, jax.random.key(0))[0]
+  plain, causal = np.asarray(est(False)), np.asarray(est(True))
+  np.testing.assert_allclose(causal[:, :2], plain[:, :2], atol=1e-6)
+  later = COUNTED[:, 2:]
+  assert np.abs(causal[:, 2:] - plain[:, 2:])[later].max() > 1e-4
