@@ -42,6 +42,8 @@ def block_row(context_ids: Sequence[int], target_ids: Sequence[int], block_size:
   (with the shift): the clean copy is whole and its slots carry their labels
   too, for the next-token loss on the clean copy.
   """
+  if clean_labels and not shift:
+    raise ValueError("clean_labels: needs shift (a clean slot predicts the label after it)")
   ctx = list(context_ids[:-1]) if shift else list(context_ids)
   target = list(target_ids)
   n, c = len(target), len(ctx)

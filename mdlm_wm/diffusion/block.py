@@ -29,6 +29,13 @@ to clean) is kept only where `future_keep_BLL` is True. Training draws it
 with a probability that grows from 0 (the AR's causal attention) to 1 (the
 block's full bidirectional attention, which the sampler uses).
 
+The clean copy's next-token loss (`causal_clean`, config
+`diffusion.clean_ar_weight`; TiDAR's joint objective): the clean copy is
+then causal inside its block too, whole, and its slots carry labels, so it
+computes exactly what an AR model computes and is trained with the AR's
+loss beside the ELBO. The sampler writes committed blocks into its cache
+with the same causal mask.
+
 b >= the target length is the full-canvas MDLM (one block, no clean copy).
 The rows themselves are data (`data/block_rows.py`, built by the pipeline);
 this module holds their attention mask.

@@ -10,7 +10,8 @@ context, the committed blocks before k and themselves; each step draws every
 free label (temperature, top-p), scores it by a confidence and commits the
 most confident ones: as many as the schedule says, or, with a `threshold`,
 every label above it (at least one per step). The committed block is then
-run once more, clean, and its keys/values written into the cache. Decoding
+run once more, clean (causal inside the block for a model trained with
+`causal_clean`), and its keys/values written into the cache. Decoding
 stops after the block that holds <eot> in every row (a `lax.while_loop`;
 rows that finished earlier only wait).
 

@@ -267,3 +267,8 @@ def test_left_to_right_in_blocks_and_no_threshold_with_it(model):
   assert np.all(commit[decoded] == np.broadcast_to(np.arange(8), commit.shape)[decoded])
   with pytest.raises(ValueError, match="left_to_right"):
     dataclasses.replace(cfg, threshold=0.5).validate()
+
+
+def test_clean_labels_need_the_shift():
+  with pytest.raises(ValueError, match="clean_labels: needs shift"):
+    block_rows.block_row([10, 11, 12], [20, 21, EOT], 2, shift=False, clean_labels=True)
