@@ -118,6 +118,10 @@ def test_format_retry_settings_are_validated(key, value, message):
 def test_clean_ar_weight_is_validated_and_makes_the_clean_copy_causal():
   cfg = config_lib.base_config()
   cfg.objective = "mdlm"
+  assert config_lib.causal_clean(cfg)  # the default: weight 2
+  cfg.diffusion.clean_ar_weight = 0.0
+  assert not config_lib.causal_clean(cfg)
+  del cfg.diffusion["clean_ar_weight"]  # a checkpoint's config from before the key
   assert not config_lib.causal_clean(cfg)
   cfg.diffusion.clean_ar_weight = 0.5
   config_lib.validate(cfg)
