@@ -9,7 +9,10 @@ full-canvas MDLM). One time t per (example, block), low-discrepancy over the
 batch; SUBS; the schedule's ELBO weight. A `steer_drop_rate` fraction of
 examples hides its steer tokens from attention (segment id 0, positions
 unchanged), which is exactly how a sampler's unconditional pass for
-classifier-free guidance sees the context.
+classifier-free guidance sees the context. With `clean_ar_weight` > 0 the
+optimizer's loss adds that weight times the AR's next-token loss on the
+block row's (then causal) clean copy; the reported `loss` stays the ELBO
+and the next-token loss is `clean_ar`.
 
 AR: the same backbone with a causal mask and next-token cross-entropy on the
 target.

@@ -340,11 +340,15 @@ def train(cfg, workdir: str, *, max_steps: int | None = None, data_shards: int =
   def run_eval(step: int) -> None:
     nonlocal valid_loss
     with throughput.paused():
-      valid_loss = float(np.mean([
-          float(eval_step(state["params"], _global_batch(b, batch_sh),
-                          jax.random.fold_in(eval_key, i))["loss"])
-          for i, b in enumerate(valid_batches)]))
-    writer.write(step, {"valid_loss": valid_loss})
+      evals = [jax.device_get(eval_step(state["params"], _global_batch(b, batch_sh),
+                                        jax.random.fold_in(eval_key, i)))
+               for i, b in enumerate(valid_batches)]
+    valid_loss = float(np.mean([float(m["loss"]) for m in evals]))
+    logged = {"valid_loss": valid_loss}
+    if "clean_ar" in evals[0]:
+      # The clean copy's next-token loss: the same quantity as an AR's valid_loss.
+      logged["valid_clean_ar"] = float(np.mean([float(m["clean_ar"]) for m in evals]))
+    writer.write(step, logged)
     progress.update(step, {"loss": last["loss"], "valid_loss": valid_loss}, force=True)
 
   def flush(p) -> None:

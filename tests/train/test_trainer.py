@@ -39,8 +39,13 @@ def test_loss_falls_and_metrics_are_written(tiny_corpus, tmp_path, objective):
   # fifth in 30 steps of a tiny model.
   assert last < 0.8 * first, (first, last)
   assert result.valid_loss is not None and np.isfinite(result.valid_loss)
-  row = json.loads(open(tmp_path / "metrics.jsonl").readline())
-  assert {"step", "loss", "tokens_per_sec", "learning_rate"} <= set(row)
+  rows = read_metrics(tmp_path)
+  assert {"step", "loss", "tokens_per_sec", "learning_rate"} <= set(rows[0])
+  if objective == "mdlm":  # the clean copy's next-token loss (diffusion.clean_ar_weight)
+    clean = [r["clean_ar"] for r in rows if "clean_ar" in r]
+    assert len(clean) == 30 and np.mean(clean[-3:]) < 0.8 * np.mean(clean[:3])
+    valid = [r for r in rows if "valid_loss" in r]
+    assert valid and all(np.isfinite(r["valid_clean_ar"]) for r in valid)
   assert result.steps_run == 30 and result.summary().startswith("done: step 30, loss ")
   again = train(cfg, str(tmp_path))  # a finished workdir: nothing to run, and it says so
   assert (again.step, again.steps_run) == (30, 0)
