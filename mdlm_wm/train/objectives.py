@@ -25,6 +25,7 @@ import dataclasses
 import jax
 import jax.numpy as jnp
 
+from mdlm_wm import config as config_lib
 from mdlm_wm.ar.loss import ar_loss
 from mdlm_wm.data import block_rows
 from mdlm_wm.diffusion import block as block_lib
@@ -63,7 +64,10 @@ def objective_config(cfg, mask_id: int) -> ObjectiveConfig:
                          t_min=cfg.diffusion.get("t_min", 1e-3),
                          t_max=cfg.diffusion.get("t_max", 1.0),
                          anneal_steps=cfg.diffusion.get("anneal_steps", 0),
-                         clean_ar_weight=cfg.diffusion.get("clean_ar_weight", 0.0))
+                         # The pipeline's clean labels and the sampler's cache follow
+                         # the same rule (config.causal_clean).
+                         clean_ar_weight=(cfg.diffusion.clean_ar_weight
+                                          if config_lib.causal_clean(cfg) else 0.0))
 
 
 def _per_example(u_BL, segment_ids_BL):
