@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Evaluates the study's models split by split (test first for every model), so a
 # cut-short session still has the test split; then study.sh writes the rest and the reports.
-cd /tmp/study_clone
-OUT=/work/runs/study3/out; D=$OUT/data; EX=48
+# Usage (from anywhere, beside a running `launch/study.sh OUT`): driver.sh OUT
+cd "$(dirname "$0")/../../.."
+OUT=${1:?usage: driver.sh OUT, the output folder of launch/study.sh}; D=$OUT/data; EX=48
 while pgrep -f "configs/study/ar_4x.py" >/dev/null || [ ! -d $OUT/ar_4x ]; do sleep 10; done
 pkill -f "launch/study.sh"; sleep 2; pkill -f "launch.evaluate"; sleep 2
 ev() { local r=$1; shift; [ -f "$r" ] || GLIBC_TUNABLES=glibc.malloc.hugetlb=1 python -m launch.evaluate --out="$r" "$@"; }

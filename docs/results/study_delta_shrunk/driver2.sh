@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The held-out split, beside the full-canvas MDLM's test evaluation.
-cd /tmp/study_clone
-OUT=/work/runs/study3/out; D=$OUT/data; EX=48
+# Usage: driver2.sh OUT (launch/study.sh's output folder)
+cd "$(dirname "$0")/../../.."
+OUT=${1:?usage: driver2.sh OUT, the output folder of launch/study.sh}; D=$OUT/data; EX=48
 ev() { local r=$1; shift; [ -f "$r" ] || GLIBC_TUNABLES=glibc.malloc.hugetlb=1 python -m launch.evaluate --out="$r" "$@"; }
 split=heldout_env
 ev $OUT/copy.$split.json --baseline=copy --data=$D/$split.jsonl --max_examples=$EX
