@@ -16,7 +16,6 @@ import jax.numpy as jnp
 import numpy as np
 from flax import nnx
 
-from mdlm_wm import config as config_lib
 from mdlm_wm.data import block_rows, schema
 from mdlm_wm.data.serialize import transitions
 from mdlm_wm.diffusion import block as block_lib
@@ -86,7 +85,7 @@ def ar_nll(wm, examples):
 def block_nll(wm, examples):
   """(left-to-right nats/token, nats/token of each label p with a slot before
   it masked: terms the left-to-right sampler never uses)."""
-  b, shift, _ = wm.block
+  b, shift, causal_clean = wm.block
   assert shift, "the left-to-right reading needs the logit shift"
   mask_id = wm.tokenizer.mask_id
   rows = []
@@ -103,7 +102,7 @@ def block_nll(wm, examples):
   for bt in batches(rows, L):
     attn = block_lib.block_attention_mask(*map(jnp.asarray, (bt["seg"], bt["role"], bt["block"],
                                                             bt["pos"])), causal_context=True,
-                                          causal_clean=config_lib.causal_clean(wm.cfg))
+                                          causal_clean=causal_clean)
     is_label = (bt["role"] == block_rows.NOISY) & (bt["seg"] > 0)
     for p in range(b):  # pass p: labels 0..p-1 of each block committed, the rest masked
       noisy = np.where((bt["maskable"] > 0) & (bt["in_block"] > p), mask_id, bt["tokens"])
