@@ -4,7 +4,9 @@ Resampling uses `numpy.random.Generator(PCG64(seed))`, so an interval is a
 pure function of its inputs. The point estimate is always the plain mean of
 the values; the interval is the (alpha/2, 1 - alpha/2) percentiles of the
 resampled means (numpy's default linear interpolation). Samples of the same
-prompt are correlated, so `grouped_bootstrap_ci` resamples whole groups.
+prompt are correlated, so `grouped_bootstrap_ci` resamples whole groups;
+runs pooled over seeds are resampled within each run by
+`stratified_bootstrap_ci`.
 """
 
 from __future__ import annotations
@@ -61,6 +63,30 @@ def grouped_bootstrap_ci(values: Sequence[float], groups: Sequence[Hashable], *,
   draw = rng.integers(0, sums.size, size=(num_resamples, sums.size))
   means = sums[draw].sum(axis=1) / counts[draw].sum(axis=1)
   low, high = _percentiles(means, confidence)
+  mean = float(x.mean())
+  return mean, min(low, mean), max(high, mean)
+
+
+def stratified_bootstrap_ci(values: Sequence[float], strata: Sequence[Hashable], *,
+                            num_resamples: int = 1000, confidence: float = 0.95,
+                            seed: int = 0) -> tuple[float, float, float]:
+  """(mean, low, high) resampling values with replacement within each stratum
+  (e.g. the transitions of one seed's run), each stratum keeping its size, so
+  the variation between strata (seeds) is fixed, not resampled. With one
+  stratum it equals `bootstrap_ci`."""
+  x = np.asarray(values, dtype=np.float64)
+  if len(strata) != x.size:
+    raise ValueError(f"{x.size} values for {len(strata)} stratum labels")
+  if x.size == 0:
+    return NAN3
+  ids: dict[Hashable, int] = {}
+  index = np.array([ids.setdefault(s, len(ids)) for s in strata])
+  rng = np.random.Generator(np.random.PCG64(seed))
+  sums = np.zeros(num_resamples)
+  for k in range(len(ids)):
+    members = x[index == k]
+    sums += members[rng.integers(0, members.size, size=(num_resamples, members.size))].sum(1)
+  low, high = _percentiles(sums / x.size, confidence)
   mean = float(x.mean())
   return mean, min(low, mean), max(high, mean)
 

@@ -55,6 +55,25 @@ def test_grouped_bootstrap_accounts_for_correlated_samples():
     stats.grouped_bootstrap_ci([1.0, 0.0], ["a"])
 
 
+def test_stratified_bootstrap_keeps_strata_apart():
+  # Two runs of 20: one scores 0 everywhere, the other 1. Resampled within each
+  # run the pooled mean cannot move; resampled over all 40 it can.
+  values = [0.0] * 20 + [1.0] * 20
+  runs = ["seed0"] * 20 + ["seed1"] * 20
+  assert stats.stratified_bootstrap_ci(values, runs) == (0.5, 0.5, 0.5)
+  assert _width(stats.bootstrap_ci(values)) > 0.2
+  # One stratum: the plain bootstrap's resampling.
+  mixed = list(np.random.default_rng(5).random(30))
+  assert stats.stratified_bootstrap_ci(mixed, [0] * 30) == pytest.approx(
+      stats.bootstrap_ci(mixed))
+  # Strata of different sizes weigh by their size, as in the pooled mean.
+  ci = stats.stratified_bootstrap_ci([1.0, 0.0, 0.0, 0.0] + [1.0] * 4, ["a"] * 4 + ["b"] * 4)
+  assert ci[0] == 0.625 and ci[1] < 0.625 < ci[2]
+  assert all(math.isnan(v) for v in stats.stratified_bootstrap_ci([], []))
+  with pytest.raises(ValueError):
+    stats.stratified_bootstrap_ci([1.0, 0.0], ["a"])
+
+
 def test_summarize_ignores_nan_per_key_and_groups():
   rows = [{"pass": 1.0, "trailing": math.nan, "prompt": "a"},
           {"pass": 0.0, "trailing": 1.0, "prompt": "a"},

@@ -15,6 +15,7 @@ import numpy as np
 from configs import quickstart as qs_config
 from mdlm_wm import quickstart as qs
 from mdlm_wm.eval import baselines
+from mdlm_wm.eval import stats
 
 
 def rows_of(spec: str) -> list[dict]:
@@ -34,12 +35,11 @@ def main(pairs: list[str]) -> None:
       raise ValueError(f"{pair}: the two files hold different transitions")
     for k, runs in diffs.items():
       runs.append(np.array([x["scores"][k] - y["scores"][k] for x, y in zip(a, b)]))
-  rng = np.random.default_rng(0)
   for k, runs in diffs.items():
-    boots = [np.mean(np.concatenate([r[rng.integers(0, len(r), len(r))] for r in runs]))
-             for _ in range(2000)]
-    lo, hi = np.percentile(boots, [2.5, 97.5])
-    print(f"{k}: {np.mean(np.concatenate(runs)):+.3f} [{lo:+.3f}, {hi:+.3f}] "
+    run_of = [i for i, r in enumerate(runs) for _ in r]
+    mean, lo, hi = stats.stratified_bootstrap_ci(np.concatenate(runs), run_of,
+                                                 num_resamples=2000)
+    print(f"{k}: {mean:+.3f} [{lo:+.3f}, {hi:+.3f}] "
           f"({sum(map(len, runs))} transitions, {len(runs)} runs)")
 
 
