@@ -27,20 +27,37 @@ def _percentiles(means: np.ndarray, confidence: float) -> tuple[float, float]:
   return float(low), float(high)
 
 
+def _interval(x: np.ndarray, means: np.ndarray,
+              confidence: float) -> tuple[float, float, float]:
+  """(mean, low, high), the interval widened to hold the mean if a skewed
+  resample distribution leaves it outside (low <= mean <= high always)."""
+  low, high = _percentiles(means, confidence)
+  mean = float(x.mean())
+  return mean, min(low, mean), max(high, mean)
+
+
+def _labelled(values: Sequence[float], labels: Sequence[Hashable],
+              what: str) -> tuple[np.ndarray, np.ndarray]:
+  """The values as floats and each one's label as an index 0.. in order of
+  first appearance (labels compare as given: 1 and "1" differ)."""
+  x = np.asarray(values, dtype=np.float64)
+  if len(labels) != x.size:
+    raise ValueError(f"{x.size} values for {len(labels)} {what} labels")
+  ids: dict[Hashable, int] = {}
+  return x, np.array([ids.setdefault(g, len(ids)) for g in labels], dtype=np.int64)
+
+
 def bootstrap_ci(values: Sequence[float], *, num_resamples: int = 1000,
                  confidence: float = 0.95, seed: int = 0) -> tuple[float, float, float]:
   """(mean, low, high) of `values` by the percentile bootstrap over examples.
   Empty input gives (nan, nan, nan); a constant input its value three times.
-  The interval is widened to contain the mean if a skewed resample
-  distribution leaves it outside (so low <= mean <= high always holds)."""
+  The interval always holds the mean (`_interval`)."""
   x = np.asarray(values, dtype=np.float64)
   if x.size == 0:
     return NAN3
   rng = np.random.Generator(np.random.PCG64(seed))
   means = x[rng.integers(0, x.size, size=(num_resamples, x.size))].mean(axis=1)
-  low, high = _percentiles(means, confidence)
-  mean = float(x.mean())
-  return mean, min(low, mean), max(high, mean)
+  return _interval(x, means, confidence)
 
 
 def grouped_bootstrap_ci(values: Sequence[float], groups: Sequence[Hashable], *,
@@ -50,21 +67,15 @@ def grouped_bootstrap_ci(values: Sequence[float], groups: Sequence[Hashable], *,
   prompt) with replacement; each resample's statistic is the mean over all
   values of the drawn groups, so groups weigh by their size as in the plain
   mean. With one value per group it equals `bootstrap_ci`'s resampling."""
-  x = np.asarray(values, dtype=np.float64)
-  if len(groups) != x.size:
-    raise ValueError(f"{x.size} values for {len(groups)} group labels")
+  x, index = _labelled(values, groups, "group")
   if x.size == 0:
     return NAN3
-  ids: dict[Hashable, int] = {}
-  index = np.array([ids.setdefault(g, len(ids)) for g in groups])
   sums = np.bincount(index, weights=x)
   counts = np.bincount(index).astype(np.float64)
   rng = np.random.Generator(np.random.PCG64(seed))
   draw = rng.integers(0, sums.size, size=(num_resamples, sums.size))
   means = sums[draw].sum(axis=1) / counts[draw].sum(axis=1)
-  low, high = _percentiles(means, confidence)
-  mean = float(x.mean())
-  return mean, min(low, mean), max(high, mean)
+  return _interval(x, means, confidence)
 
 
 def stratified_bootstrap_ci(values: Sequence[float], strata: Sequence[Hashable], *,
@@ -74,21 +85,15 @@ def stratified_bootstrap_ci(values: Sequence[float], strata: Sequence[Hashable],
   (e.g. the transitions of one seed's run), each stratum keeping its size, so
   the variation between strata (seeds) is fixed, not resampled. With one
   stratum it equals `bootstrap_ci`."""
-  x = np.asarray(values, dtype=np.float64)
-  if len(strata) != x.size:
-    raise ValueError(f"{x.size} values for {len(strata)} stratum labels")
+  x, index = _labelled(values, strata, "stratum")
   if x.size == 0:
     return NAN3
-  ids: dict[Hashable, int] = {}
-  index = np.array([ids.setdefault(s, len(ids)) for s in strata])
   rng = np.random.Generator(np.random.PCG64(seed))
   sums = np.zeros(num_resamples)
-  for k in range(len(ids)):
+  for k in range(index.max() + 1):
     members = x[index == k]
     sums += members[rng.integers(0, members.size, size=(num_resamples, members.size))].sum(1)
-  low, high = _percentiles(sums / x.size, confidence)
-  mean = float(x.mean())
-  return mean, min(low, mean), max(high, mean)
+  return _interval(x, sums / x.size, confidence)
 
 
 def summarize(rows: Sequence[Mapping[str, float]], keys: Sequence[str], *,
