@@ -50,7 +50,7 @@ for split in test heldout_env; do
       --max_examples="$EXAMPLES"
   evaluate "$OUT/twin.$split.json" --baseline=twin --data="$D/$split.jsonl" \
       --max_examples="$EXAMPLES"
-  for m in ar_s ar_4x mdlm_s mdlm_s_b4 mdlm_s_full; do
+  for m in ar_s ar_4x $MDLMS; do  # the MDLMs last, the full canvas last of all
     evaluate "$OUT/$m.$split.json" --workdir="$OUT/$m" --data="$D/$split.jsonl" \
         --num_samples=4 --max_examples="$EXAMPLES" --max_rollouts=16 --max_steered=32 \
         --save_predictions="$OUT/$m.$split.predictions.jsonl"  # re-scorable when checks change

@@ -66,9 +66,13 @@ def test_stratified_bootstrap_keeps_strata_apart():
   mixed = list(np.random.default_rng(5).random(30))
   assert stats.stratified_bootstrap_ci(mixed, [0] * 30) == pytest.approx(
       stats.bootstrap_ci(mixed))
-  # Strata of different sizes weigh by their size, as in the pooled mean.
-  ci = stats.stratified_bootstrap_ci([1.0, 0.0, 0.0, 0.0] + [1.0] * 4, ["a"] * 4 + ["b"] * 4)
-  assert ci[0] == 0.625 and ci[1] < 0.625 < ci[2]
+  # Strata weigh by their size, as in the pooled mean: a (4 values, mean
+  # 0.25) varies, b (2 values, all 1) cannot, so a resample's mean is
+  # (k + 2) / 6 for k ones drawn in a ~ Binomial(4, 0.25): its 2.5% and 97.5%
+  # points are k = 0 and k = 3. Weighing the strata equally would give
+  # (k / 4 + 1) / 2 instead: 0.5 and 0.875.
+  ci = stats.stratified_bootstrap_ci([1.0, 0.0, 0.0, 0.0, 1.0, 1.0], ["a"] * 4 + ["b"] * 2)
+  assert ci == pytest.approx((0.5, 2 / 6, 5 / 6))
   assert all(math.isnan(v) for v in stats.stratified_bootstrap_ci([], []))
   with pytest.raises(ValueError):
     stats.stratified_bootstrap_ci([1.0, 0.0], ["a"])
