@@ -27,6 +27,12 @@ def test_paired_change_from_wrong_to_right_states(tiny_corpus):
   for key in ("pass_all", "determined_acc", "revealed_valid"):
     assert result[key]["n"] == 20 and result[key]["after"] >= result[key]["before"], key
   assert result["pass_all"]["diff"] > 0
+  # Diversity is paired too: two distinct samples against two copies of one.
+  varied = [[ex.step.next_state, wrong(ex)] for ex in examples]
+  diverse = compare.paired_comparison(examples, before, varied)["self_bleu"]
+  assert diverse["n"] == 20 and diverse["before"] == 1.0 and diverse["high"] < 0
+  single = compare.paired_comparison(examples, [s[:1] for s in before], [s[:1] for s in after])
+  assert "self_bleu" not in single and "pass" in single
   same = compare.paired_comparison(examples, before, before)
   assert all(r["diff"] == r["low"] == r["high"] == 0 for r in same.values())
   with pytest.raises(ValueError, match="20 examples, 19 before"):
