@@ -17,8 +17,8 @@ import numpy as np
 from mdlm_wm.eval import stats
 from mdlm_wm.eval.evaluate import Example, score_example
 
-# self_bleu and distinct_2 need two or more samples of a transition; with one
-# they are left out of the comparison.
+# self_bleu needs two or more samples of a transition; with one it is left out
+# of the comparison (distinct_2 is defined for one sample too).
 KEYS = ("pass", "pass_all", "determined_acc", "revealed_valid", "env", "checks", "trailing_pass",
         "bleu1", "self_bleu", "distinct_2")
 

@@ -32,7 +32,7 @@ def test_paired_change_from_wrong_to_right_states(tiny_corpus):
   diverse = compare.paired_comparison(examples, before, varied)["self_bleu"]
   assert diverse["n"] == 20 and diverse["before"] == 1.0 and diverse["high"] < 0
   single = compare.paired_comparison(examples, [s[:1] for s in before], [s[:1] for s in after])
-  assert "self_bleu" not in single and "pass" in single
+  assert "self_bleu" not in single and "pass" in single and "distinct_2" in single
   same = compare.paired_comparison(examples, before, before)
   assert all(r["diff"] == r["low"] == r["high"] == 0 for r in same.values())
   with pytest.raises(ValueError, match="20 examples, 19 before"):
