@@ -48,17 +48,18 @@ def study_config(objective: str, size: dict, block_size: int = 8):
   cfg.train.checkpoint_every = 100
   cfg.train.keep_checkpoints = 8  # AR S's step AR_START_STEPS starts the MDLMs
   cfg.diffusion.block_size = block_size  # MDLM: 0 = the full canvas
-  if objective == "mdlm":  # adapting AR S: a third of its peak rate, as the quickstart
+  if objective == "mdlm":
+    # Adapting AR S: a third of its peak rate, as the quickstart.
     cfg.optim.lr, cfg.optim.warmup_steps = 7e-4, 20
-  if objective == "mdlm" and block_size:
-    # Blocks sample one token a step; commit the leftmost free position first,
-    # as the quickstart: it reads the left-to-right conditionals that
-    # diffusion.clean_ar_weight trains. Shrunk study (session 10, 48 test
-    # transitions): env check +0.029 at blocks of 4, +0.065 at blocks of 8
-    # against the most confident position first (the sampler's default). The
-    # full canvas keeps that default: at 64 steps for 128 tokens, left to right
-    # commits two adjacent tokens a step, the second read without the first
-    # (env check 0.207 against 0.516 on 16 test transitions).
-    cfg.sample.confidence = "left_to_right"
+    if block_size:
+      # Blocks sample one token a step; commit the leftmost free position first,
+      # as the quickstart: it reads the left-to-right conditionals that
+      # diffusion.clean_ar_weight trains. Shrunk study (session 10, 48 test
+      # transitions): env check +0.029 at blocks of 4, +0.065 at blocks of 8
+      # against the most confident position first (the sampler's default). The
+      # full canvas keeps that default: at 64 steps for 128 tokens, left to right
+      # commits two adjacent tokens a step, the second read without the first
+      # (env check 0.207 against 0.516 on 16 test transitions).
+      cfg.sample.confidence = "left_to_right"
   cfg.sample.steps = block_size or 64  # per block: one token a step
   return cfg
