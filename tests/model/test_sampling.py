@@ -39,3 +39,31 @@ def test_sample_tokens_greedy_and_per_row_keys():
   keys = jnp.stack([jax.random.key(s) for s in (1, 2)])
   nucleus = sampling.sample_tokens(keys, logits, 1.0, 1e-6)
   np.testing.assert_array_equal(nucleus, [1, 0])
+
+
+def test_sample_tokens_follow_the_softmax_and_never_draw_a_banned_token():
+  probs = np.array([0.5, 0.3, 0.15, 0.05, 0.0])  # the last id banned (-inf)
+  logits = jnp.broadcast_to(jnp.log(jnp.asarray(probs)), (20_000, 5))
+  tokens = np.asarray(sampling.sample_tokens(jax.random.key(0), logits, 1.0, 1.0))
+  freq = np.bincount(tokens, minlength=5) / tokens.size
+  # 4 standard errors of a frequency near 0.5 over 20,000 draws: 0.014.
+  np.testing.assert_allclose(freq, probs, atol=0.014)
+  assert freq[4] == 0
+  # Temperature 2 flattens: p ** (1/2), renormalised.
+  tokens = np.asarray(sampling.sample_tokens(jax.random.key(1), logits, 2.0, 1.0))
+  flat = np.sqrt(probs) / np.sqrt(probs).sum()
+  np.testing.assert_allclose(np.bincount(tokens, minlength=5) / tokens.size, flat, atol=0.014)
+  # Top-p 0.7 keeps the first two tokens, in proportion 5 : 3.
+  tokens = np.asarray(sampling.sample_tokens(jax.random.key(2), logits, 1.0, 0.7))
+  np.testing.assert_allclose(np.bincount(tokens, minlength=5) / tokens.size,
+                             [0.625, 0.375, 0, 0, 0], atol=0.014)
+
+
+def test_sample_tokens_per_row_keys_over_several_axes():
+  logits = jax.random.normal(jax.random.key(3), (4, 3, 7))
+  keys = jnp.stack([jax.random.key(s) for s in range(4)])
+  tokens = np.asarray(sampling.sample_tokens(keys, logits, 1.0, 1.0))
+  assert tokens.shape == (4, 3)
+  # Row n draws from key n alone.
+  alone = np.asarray(sampling.sample_tokens(keys[1:2], logits[1:2], 1.0, 1.0))
+  np.testing.assert_array_equal(tokens[1:2], alone)
