@@ -5,8 +5,11 @@ r"""Benchmarks: train throughput and MFU, sampler latency MDLM vs AR.
 
 Samplers timed on the same backbone: the AR KV decoder, the block-diffusion
 sampler with its KV cache (per block size; `--block_steps` denoising steps
-per block, 0: one per token, the slowest setting), and the full-canvas
-sampler with and without its prefix cache (`--sampler_steps` in all).
+per block, 0: one per token, the slowest setting; commit order the config's
+`sample.confidence` or `--confidence`), and the full-canvas
+sampler with and without its prefix cache (`--sampler_steps` in all). Then
+one decoding step's parts (backbone forward against a full cache, logits,
+draw) by the number of slots it runs, to say where the time goes.
 
 Everything runs on synthetic batches of the config's shapes (random tokens,
 a realistic context/target split), so the numbers measure the code, not a
@@ -23,13 +26,14 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 from absl import app, flags
+from flax import nnx
 
 from mdlm_wm import config as config_lib
 from mdlm_wm.ar import decode as ar_decode
 from mdlm_wm.data import block_rows
 from mdlm_wm.diffusion import block_sampler
 from mdlm_wm.diffusion import sampler as mdlm_sampler
-from mdlm_wm.model import sharding
+from mdlm_wm.model import sampling, sharding
 from mdlm_wm.train import objectives, trainer
 from mdlm_wm.train import state as train_state
 from mdlm_wm.utils import errors
@@ -41,10 +45,14 @@ flags.DEFINE_list("block_sizes", ["4", "8"], "Block sizes of the block-diffusion
 flags.DEFINE_list("block_steps", ["0"],
                   "Denoising steps per block to time (0: the block size, one token a step).")
 flags.DEFINE_list("sampler_steps", ["32"], "Full-canvas MDLM denoising steps to time.")
+flags.DEFINE_string("confidence", "",
+                    "Block sampler's commit order (empty: the config's sample.confidence).")
 flags.DEFINE_integer("sample_batch", 8, "Prompts per sampler call (B).")
 flags.DEFINE_integer("num_samples", 4, "Samples per prompt (G).")
 flags.DEFINE_integer("repeats", 3, "Timed sampler calls per setting (after a warm-up call).")
 flags.DEFINE_integer("vocab_size", 4096, "Vocabulary size of the synthetic models.")
+flags.DEFINE_boolean("step_parts", True,
+                     "Also time one decoding step's parts (forward, logits, draw) by width.")
 flags.DEFINE_string("out", "", "Optional JSON output file.")
 
 MASK_ID, EOT_ID, TARGET_MARKER = 2, 3, 12
@@ -162,13 +170,14 @@ def bench_sampler(cfg) -> list[dict]:
         for per_block in sorted({int(s) or b for s in FLAGS.block_steps}):
           bcfg = block_sampler.BlockSamplerConfig(
               block_size=b, steps=per_block, shift=bool(cfg.diffusion.shift),
-              causal_clean=config_lib.causal_clean(c))
+              causal_clean=config_lib.causal_clean(c),
+              confidence=FLAGS.confidence or cfg.sample.confidence)
           first, ms = _timed(lambda i, bcfg=bcfg: block_sampler.sample(
               graphdef, params, context, valid, fixed, jax.random.key(i), bcfg,
               num_samples=G, mask_id=MASK_ID, eot_id=EOT_ID)[0], FLAGS.repeats)
           rows.append({"model": "mdlm", "mode": "block kv-cache", "block": b,
-                       "steps": per_block * -(-T // b), "ms_per_call": ms,
-                       "first_call_s": first})
+                       "steps": per_block * -(-T // b), "confidence": bcfg.confidence,
+                       "ms_per_call": ms, "first_call_s": first})
     else:
       for steps in map(int, FLAGS.sampler_steps):
         for cache in (False, True):
@@ -184,6 +193,46 @@ def bench_sampler(cfg) -> list[dict]:
     r.update(batch=B, samples=G, context_len=C, target_len=T,
              next_states_per_sec=B * G / (r["ms_per_call"] / 1e3),
              latency_vs_ar=r["ms_per_call"] / ar_ms, peak_rss_mib=peak_rss_mib())
+  return rows
+
+
+def bench_step_parts(cfg) -> list[dict]:
+  """Where a decoding step's time goes, by the number of slots it runs: the
+  backbone forward of w slots against a full cache, the logits of w slots,
+  one draw per slot. The AR's step is width 1 throughout; a block step is
+  width b in the forward (2b at a block's first step, which also writes the
+  block before it) and, committing one token left to right, width 1 after."""
+  N = FLAGS.sample_batch * FLAGS.num_samples
+  c = cfg.copy_and_resolve_references()
+  c.model.attention, c.objective = "bidirectional", "mdlm"
+  mesh = sharding.make_mesh((1, 1, 1), jax.devices()[:1])
+  model_cfg = config_lib.model_config(c, FLAGS.vocab_size)
+  graphdef, params = train_state.create_model(model_cfg, mesh, sharding.rules_dict(cfg.mesh.rules), 0)
+  L = cfg.data.max_context_len - 1 + cfg.data.max_target_len
+  shape = (N, L, model_cfg.n_kv_heads, model_cfg.head_dim)
+  cache = [(jnp.zeros(shape), jnp.zeros(shape)) for _ in range(model_cfg.n_layers)]
+  widths = sorted({1} | {m * int(b) for b in FLAGS.block_sizes for m in (1, 2)})
+  rows = []
+  for w in widths:
+    @jax.jit
+    def forward(params, tokens, cache):
+      model = nnx.merge(graphdef, params)
+      x = model.embed(tokens)
+      positions = jnp.broadcast_to(L + jnp.arange(w), (N, w))
+      mask = jnp.ones((N, w, L + w), bool)
+      for block, kv in zip(model.blocks, cache):
+        x, _ = block(x, positions, mask, kv)
+      return x
+    head = jax.jit(lambda params, x: nnx.merge(graphdef, params).logits(x))
+    draw = jax.jit(lambda key, logits: sampling.sample_tokens(key, logits, 1.0, 1.0))
+    x = forward(params, jnp.ones((N, w), jnp.int32), cache)
+    logits = head(params, x)
+    rows.append({"slots": w, "rows": N, "cache_len": L,
+                 "forward_ms": _timed(lambda i: forward(params, jnp.full((N, w), i), cache),
+                                      10 * FLAGS.repeats)[1],
+                 "logits_ms": _timed(lambda i: head(params, x + i), 10 * FLAGS.repeats)[1],
+                 "draw_ms": _timed(lambda i: draw(jax.random.key(i), logits),
+                                   10 * FLAGS.repeats)[1]})
   return rows
 
 
@@ -219,12 +268,21 @@ def main(argv):
     print("| model | mode | block | steps | ms/call | next states/s | latency / AR | "
           "first call s |\n|---|---|---|---|---|---|---|---|")
     for r in sample_rows:
-      print(f"| {r['model']} | {r['mode']} | {r['block']} | {r['steps']} | "
+      mode = r["mode"] + (f", {r['confidence']}" if "confidence" in r else "")
+      print(f"| {r['model']} | {mode} | {r['block']} | {r['steps']} | "
             f"{r['ms_per_call']:.0f} | "
             f"{r['next_states_per_sec']:.1f} | {r['latency_vs_ar']:.2f} | "
             f"{r['first_call_s']:.1f} |")
+    parts = bench_step_parts(cfg) if FLAGS.step_parts else []
+    if parts:
+      print(f"[{name}] one decoding step's parts, {parts[0]['rows']} rows, cache of "
+            f"{parts[0]['cache_len']} (ms):\n| slots | forward | logits | draw |\n|---|---|---|---|")
+      for r in parts:
+        print(f"| {r['slots']} | {r['forward_ms']:.2f} | {r['logits_ms']:.2f} | "
+              f"{r['draw_ms']:.2f} |")
     print(f"peak RSS {peak_rss_mib():.0f} MiB")
-    results["configs"][name] = {"train": train_rows, "sampler": sample_rows}
+    results["configs"][name] = {"train": train_rows, "sampler": sample_rows,
+                                "step_parts": parts}
   if FLAGS.out:
     with open(FLAGS.out, "w") as f:
       json.dump(results, f, indent=2)

@@ -23,6 +23,11 @@ def test_bench_runs_and_reports_every_figure(tmp_path):
   assert modes == {("mdlm", "full canvas"), ("mdlm", "full canvas, prefix cache"),
                    ("mdlm", "block kv-cache"), ("ar", "kv-cache")}
   assert all(r["next_states_per_sec"] > 0 for r in tiny["sampler"])
+  block = next(r for r in tiny["sampler"] if r["mode"] == "block kv-cache")
+  assert block["confidence"] == "top1"  # the tiny config's sample.confidence
+  # A step's parts by width: 1 (the AR), b and 2b (a block's first step).
+  assert [r["slots"] for r in tiny["step_parts"]] == [1, 4, 8]
+  assert all(r[k] > 0 for r in tiny["step_parts"] for k in ("forward_ms", "logits_ms", "draw_ms"))
 
 
 def test_unknown_config_is_named_before_any_measuring():

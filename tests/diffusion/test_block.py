@@ -269,6 +269,45 @@ def test_left_to_right_in_blocks_and_no_threshold_with_it(model):
     dataclasses.replace(cfg, threshold=0.5).validate()
 
 
+def test_max_commits_per_step_bounds_the_schedule():
+  assert [block_sampler.max_commits_per_step(8, s, "loglinear") for s in (1, 2, 3, 8)] == [
+      8, 4, 3, 1]
+  assert block_sampler.max_commits_per_step(2, 2, "loglinear") == 1
+
+
+@pytest.mark.parametrize("confidence", ["left_to_right", "random"])
+@pytest.mark.parametrize("steps", [1, 3, 8])
+def test_draw_free_confidences_commit_as_the_schedule_says(model, confidence, steps):
+  """These draw only the labels they commit: each step must still commit the
+  schedule's count, pins stay, and nothing is left masked."""
+  g, p = nnx.split(model)
+  ctx, valid = context(6)
+  fixed = -np.ones((2, 16), np.int32)
+  fixed[1, [1, 2, 9]] = [7, 8, 9]  # blocks of 8 with 6 and 7 free labels
+  cfg = BlockSamplerConfig(block_size=8, steps=steps, temperature=1.0, confidence=confidence)
+  tokens, commit, _ = block_sampler.sample(g, p, ctx, valid, fixed, jax.random.key(2), cfg,
+                                           num_samples=2, mask_id=MASK, eot_id=EOT)
+  tokens, commit = np.asarray(tokens), np.asarray(commit)
+  assert not np.any(tokens == MASK)
+  np.testing.assert_array_equal(tokens[1, :, [1, 2, 9]], np.broadcast_to([[7], [8], [9]], (3, 2)))
+  frac = block_sampler.committed_fraction(steps, "loglinear")
+  for b, gi, k in np.ndindex(2, 2, 2):
+    free = fixed[b, 8 * k:8 * k + 8] < 0
+    steps_taken = commit[b, gi, 8 * k:8 * k + 8][free]
+    if np.all(steps_taken < 0):  # a block after the one holding <eot>
+      continue
+    n, done, expected = int(free.sum()), 0, []
+    for s in range(steps):
+      if done == n:
+        break
+      todo = n - done if s == steps - 1 else max(int(np.round(np.float32(n) * frac[s])) - done, 1)
+      expected += [k * steps + s] * min(todo, n - done)
+      done += min(todo, n - done)
+    assert sorted(steps_taken) == expected
+    if confidence == "left_to_right":
+      assert list(steps_taken) == expected  # in position order
+
+
 def test_clean_labels_need_the_shift():
   with pytest.raises(ValueError, match="clean_labels: needs shift"):
     block_rows.block_row([10, 11, 12], [20, 21, EOT], 2, shift=False, clean_labels=True)
