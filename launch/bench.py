@@ -140,6 +140,19 @@ def _timed(fn, repeats: int) -> tuple[float, float]:
   return first, (time.perf_counter() - t0) / repeats * 1e3
 
 
+def _synthetic_model(cfg, attention: str):
+  """(config, model config, graphdef, params) of a randomly initialised model
+  of `cfg`'s shapes with `attention` (causal: the AR), on one device."""
+  c = cfg.copy_and_resolve_references()
+  c.model.attention = attention
+  c.objective = "ar" if attention == "causal" else "mdlm"
+  model_cfg = config_lib.model_config(c, FLAGS.vocab_size)
+  mesh = sharding.make_mesh((1, 1, 1), jax.devices()[:1])
+  graphdef, params = train_state.create_model(model_cfg, mesh,
+                                              sharding.rules_dict(cfg.mesh.rules), 0)
+  return c, model_cfg, graphdef, params
+
+
 def bench_sampler(cfg) -> list[dict]:
   """Latency of one call: B prompts x G samples, the config's context and canvas."""
   B, G = FLAGS.sample_batch, FLAGS.num_samples
@@ -149,15 +162,9 @@ def bench_sampler(cfg) -> list[dict]:
   context[:, -1] = TARGET_MARKER
   valid = np.ones((B, C), bool)
   fixed = np.full((B, T), -1, np.int32)
-  mesh = sharding.make_mesh((1, 1, 1), jax.devices()[:1])
   rows = []
   for attention in ("causal", "bidirectional", "prefix"):
-    c = cfg.copy_and_resolve_references()
-    c.model.attention = attention
-    c.objective = "ar" if attention == "causal" else "mdlm"
-    model_cfg = config_lib.model_config(c, FLAGS.vocab_size)
-    graphdef, params = train_state.create_model(model_cfg, mesh,
-                                            sharding.rules_dict(cfg.mesh.rules), 0)
+    c, _, graphdef, params = _synthetic_model(cfg, attention)
     if attention == "causal":
       dcfg = ar_decode.DecodeConfig(max_len=T, temperature=1.0)
       first, ms = _timed(lambda i: ar_decode.decode(graphdef, params, context, valid,
@@ -203,11 +210,7 @@ def bench_step_parts(cfg) -> list[dict]:
   width b in the forward (2b at a block's first step, which also writes the
   block before it) and, committing one token left to right, width 1 after."""
   N = FLAGS.sample_batch * FLAGS.num_samples
-  c = cfg.copy_and_resolve_references()
-  c.model.attention, c.objective = "bidirectional", "mdlm"
-  mesh = sharding.make_mesh((1, 1, 1), jax.devices()[:1])
-  model_cfg = config_lib.model_config(c, FLAGS.vocab_size)
-  graphdef, params = train_state.create_model(model_cfg, mesh, sharding.rules_dict(cfg.mesh.rules), 0)
+  _, model_cfg, graphdef, params = _synthetic_model(cfg, "bidirectional")
   L = cfg.data.max_context_len - 1 + cfg.data.max_target_len
   shape = (N, L, model_cfg.n_kv_heads, model_cfg.head_dim)
   cache = [(jnp.zeros(shape), jnp.zeros(shape)) for _ in range(model_cfg.n_layers)]
@@ -276,7 +279,8 @@ def main(argv):
     parts = bench_step_parts(cfg) if FLAGS.step_parts else []
     if parts:
       print(f"[{name}] one decoding step's parts, {parts[0]['rows']} rows, cache of "
-            f"{parts[0]['cache_len']} (ms):\n| slots | forward | logits | draw |\n|---|---|---|---|")
+            f"{parts[0]['cache_len']} (ms):\n| slots | forward | logits | draw |\n"
+            "|---|---|---|---|")
       for r in parts:
         print(f"| {r['slots']} | {r['forward_ms']:.2f} | {r['logits_ms']:.2f} | "
               f"{r['draw_ms']:.2f} |")
