@@ -2,7 +2,7 @@
 
 The target canvas of T positions starts as [MASK] everywhere except where the
 caller pins a token (`fixed_BT >= 0`: anchor infilling). Each step predicts
-every position, draws a token per position (an inverse-CDF draw in float32 with
+every position, draws a token per position (Gumbel-max in float32 with
 temperature and optional top-p), scores each draw by a confidence, and commits
 the k most confident still-masked positions; k follows the masking schedule so
 that the last step leaves nothing masked. Committed and pinned tokens never

@@ -216,8 +216,9 @@ def attend(q_BLHD, kv_parts, mask_BLK):
   of sum(K_i) keys, which `mask_BLK` covers. Decoders pass [cache, own]: one
   softmax over both parts (a shared max, one normaliser) spares copying the
   whole cache per layer and step to join it to the slots' keys. Measured on
-  the quickstart model's decoding shapes (32 rows, cache 519): 1 slot
-  3.7 -> 1.1 ms a layer, 8 slots 5.6 -> 3.2. One part (training) takes
+  the quickstart model's decoding shapes (32 rows, cache 519; one core,
+  another job on the other): 1 slot 3.7 -> 1.1 ms a layer, 8 slots 5.6 ->
+  3.2. One part (training) takes
   `jax.nn.softmax`: the same form for it cost training a fifth of its speed.
   """
   B, L, H, D = q_BLHD.shape

@@ -7,7 +7,8 @@ import pytest
 from flax import nnx
 
 from mdlm_wm.model import sharding
-from mdlm_wm.model.transformer import REMAT_POLICIES, ModelConfig, Transformer, attention_mask
+from mdlm_wm.model.transformer import (REMAT_POLICIES, ModelConfig, Transformer, attend,
+                                       attention_mask)
 
 V = 50
 
@@ -68,6 +69,19 @@ def test_prefix_context_ignores_target_and_cache_matches_full_forward():
   pos = jnp.broadcast_to(jnp.arange(8, 12), (2, 4))
   cached = m.decode_target(x[:, 8:], pos, cache, jnp.ones((2, 4, 12), bool))
   np.testing.assert_allclose(cached, full[:, 8:], atol=1e-4)
+
+
+def test_attention_over_a_cache_and_slots_equals_attention_over_the_joined_keys():
+  keys = jax.random.split(jax.random.key(0), 6)
+  q = jax.random.normal(keys[0], (2, 3, 4, 8))  # 4 query heads, 2 kv heads
+  k1, v1 = (jax.random.normal(kk, (2, 5, 2, 8)) for kk in keys[1:3])
+  k2, v2 = (jax.random.normal(kk, (2, 3, 2, 8)) for kk in keys[3:5])
+  mask = jax.random.bernoulli(keys[5], 0.6, (2, 3, 8))
+  mask = mask.at[0, 1].set(False)  # a fully masked query row
+  mask = mask.at[1, 2, 5:].set(False)  # a row that sees only the cache
+  joined = attend(q, [(jnp.concatenate([k1, k2], 1), jnp.concatenate([v1, v2], 1))], mask)
+  parts = attend(q, [(k1, v1), (k2, v2)], mask)
+  np.testing.assert_allclose(parts, joined, atol=1e-5, rtol=1e-5)
 
 
 def test_attention_mask_modes():
